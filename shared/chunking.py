@@ -1,0 +1,34 @@
+"""Chunking: semantic-text-splitter sized in tokens of the embedder's tokenizer, with overlap,
+keeping each chunk's character offsets into the memory's text."""
+
+from __future__ import annotations
+
+from semantic_text_splitter import TextSplitter
+from tokenizers import Tokenizer
+
+from shared.embed_onnx import load_tokenizer
+from shared.messages import ChunkSpan
+
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded
+
+
+class Chunker:
+    """A loaded tokenizer and the splitter built on it (both are Rust objects, reused)."""
+
+    def __init__(self, chunk_tokens: int, overlap: int) -> None:
+        capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
+        overlap = min(overlap, capacity // 2)
+        self.tokenizer: Tokenizer = load_tokenizer()
+        self.capacity = capacity
+        self._splitter = TextSplitter.from_huggingface_tokenizer(
+            self.tokenizer, (capacity // 2, capacity), overlap=overlap, trim=True
+        )
+
+    def split(self, text: str) -> list[ChunkSpan]:
+        pieces = self._splitter.chunk_indices(text)
+        counts = self.tokenizer.encode_batch([p for _, p in pieces], add_special_tokens=False)
+        return [
+            ChunkSpan(idx=i, text=piece, char_start=start, char_end=start + len(piece),
+                      tokens=len(enc.ids))
+            for i, ((start, piece), enc) in enumerate(zip(pieces, counts, strict=True))
+        ]

@@ -1,0 +1,122 @@
+"""Ollama embedder: batched ``POST /api/embed`` over one httpx connection pool, at most
+``concurrency`` (32) requests in flight, retries with backoff on connect errors, timeouts and
+5xx, and a clear error for a model that is not pulled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+import httpx
+import numpy as np
+
+from shared.errors import EmbeddingRejected, EmbeddingUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def _public(url: str) -> str:
+    """The URL without credentials, for messages."""
+    u = httpx.URL(url)
+    return str(u.copy_with(username=None, password=None)).rstrip("/")
+
+
+class OllamaEmbedder:
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        concurrency: int = 32,
+        batch: int = 16,
+        timeout: float = 60.0,
+        retries: int = 4,
+    ) -> None:
+        self.name = f"ollama:{model}"
+        self.model = model
+        self._where = _public(url)
+        self._batch = max(1, batch)
+        self._retries = retries
+        self._sem = asyncio.Semaphore(concurrency)
+        self._client = httpx.AsyncClient(
+            base_url=url,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            limits=httpx.Limits(max_connections=concurrency,
+                                max_keepalive_connections=concurrency),
+        )
+        self._dim: int | None = None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def dimension(self) -> int:
+        if self._dim is None:
+            await self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        batches = [texts[i : i + self._batch] for i in range(0, len(texts), self._batch)]
+        parts = await asyncio.gather(*(self._embed_batch(b) for b in batches))
+        vectors = np.vstack(parts) if parts else np.zeros((0, self._dim or 0), np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    async def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        async with self._sem:
+            body = await self._post_with_retries({"model": self.model, "input": batch})
+        vectors = np.asarray(body.get("embeddings", []), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+            raise EmbeddingRejected(
+                f"Ollama at {self._where} returned {len(vectors)} embeddings for "
+                f"{len(batch)} texts; is '{self.model}' an embedding model?"
+            )
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dim:
+            raise EmbeddingRejected(
+                f"Ollama model '{self.model}' changed dimension ({self._dim} -> "
+                f"{vectors.shape[1]})"
+            )
+        return vectors
+
+    async def _post_with_retries(self, payload: dict) -> dict:
+        reason = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                await asyncio.sleep(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
+            try:
+                response = await self._client.post("/api/embed", json=payload)
+            except httpx.TimeoutException:
+                reason = "timed out"
+                continue
+            except httpx.TransportError as exc:
+                reason = f"cannot connect ({type(exc).__name__})"
+                continue
+            if response.status_code >= 500:
+                reason = f"HTTP {response.status_code}"
+                continue
+            if response.status_code >= 400:
+                raise self._rejected(response)
+            return response.json()
+        log.warning("ollama unavailable after %d attempts: %s", self._retries + 1, reason)
+        raise EmbeddingUnavailable(
+            f"Ollama at {self._where} is unavailable ({reason}) after "
+            f"{self._retries + 1} attempts; the job will retry"
+        )
+
+    def _rejected(self, response: httpx.Response) -> EmbeddingRejected:
+        try:
+            detail = str(response.json().get("error", ""))[:200]
+        except ValueError:
+            detail = response.text[:200]
+        if response.status_code == 404 or "not found" in detail.lower():
+            return EmbeddingRejected(
+                f"Ollama at {self._where} does not have the model '{self.model}': "
+                f"run `ollama pull {self.model}`"
+            )
+        return EmbeddingRejected(
+            f"Ollama at {self._where} refused the request (HTTP {response.status_code}): "
+            f"{detail}"
+        )

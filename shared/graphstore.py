@@ -1,0 +1,119 @@
+"""FalkorDB: the connection, one graph per namespace, the schema, and the embedding model each
+namespace was built with. Every query goes through ``run`` so library errors are translated
+in one place."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+import redis.exceptions
+from falkordb.asyncio import FalkorDB
+from falkordb.asyncio.graph import AsyncGraph
+
+from shared import cypher
+from shared.errors import EmbeddingRejected, StoreError, Unavailable
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" would clash
+
+
+def graph_name(namespace: str) -> str:
+    return GRAPH_PREFIX + namespace
+
+
+class GraphStore:
+    """A FalkorDB client (a redis-py connection pool) and what this process has set up."""
+
+    def __init__(self, settings: Settings, *, max_connections: int = 16) -> None:
+        url = urlparse(settings.falkordb_url)
+        self.db = FalkorDB(
+            host=url.hostname or "127.0.0.1",
+            port=url.port or 6379,
+            password=url.password,
+            socket_timeout=max(30.0, settings.request_timeout),
+            socket_connect_timeout=min(settings.request_timeout, 3.0),
+            max_connections=max_connections,
+        )
+        self.settings = settings
+        self.prepared: dict[str, tuple[str, int]] = {}  # namespace -> (model, dim)
+
+    def graph(self, namespace: str) -> AsyncGraph:
+        return self.db.select_graph(graph_name(namespace))
+
+    async def aclose(self) -> None:
+        await self.db.connection.aclose()
+
+
+async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
+              read_only: bool = False) -> list[list[Any]]:
+    """Run one query; FalkorDB/redis errors become Unavailable or StoreError."""
+    try:
+        if read_only:
+            result = await graph.ro_query(query, params)
+        else:
+            result = await graph.query(query, params)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+    except redis.exceptions.ResponseError as exc:
+        log.error("falkordb refused a query: %s", exc)
+        raise StoreError("the graph store refused a query") from exc
+    return result.result_set
+
+
+async def namespace_exists(store: GraphStore, namespace: str) -> bool:
+    try:
+        return bool(await store.db.connection.exists(graph_name(namespace)))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+
+
+def _mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]) -> EmbeddingRejected:
+    return EmbeddingRejected(
+        f"namespace '{namespace}' holds vectors of {have[0]} ({have[1]}-d) but this process "
+        f"embeds with {want[0]} ({want[1]}-d); vectors of two models cannot be mixed. "
+        "Use another namespace or set the embedder the namespace was built with."
+    )
+
+
+async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> None:
+    """Record the namespace's model (first writer wins), refuse another model, and create the
+    indexes. Idempotent; done once per process and namespace."""
+    if store.prepared.get(namespace) == (model, dim):
+        return
+    graph = store.graph(namespace)
+    rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim, "now": time.time()})
+    have = (rows[0][0], int(rows[0][1]))
+    if have != (model, dim):
+        raise _mismatch(namespace, have, (model, dim))
+    s = store.settings
+    hnsw = {"dim": dim, "m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
+            "ef_runtime": s.hnsw_ef_runtime}
+    for query, params in [*((q, None) for q in cypher.SCHEMA), (cypher.VECTOR_INDEX, hnsw)]:
+        try:
+            await graph.query(query, params)
+        except redis.exceptions.ResponseError as exc:
+            if "already indexed" not in str(exc):
+                raise StoreError(f"could not create an index in namespace '{namespace}'") \
+                    from exc
+    store.prepared[namespace] = (model, dim)
+
+
+async def check_model(store: GraphStore, namespace: str, model: str, dim: int) -> bool:
+    """For readers: False when the namespace holds nothing yet; raises on a model mismatch."""
+    if store.prepared.get(namespace) == (model, dim):
+        return True
+    if not await namespace_exists(store, namespace):
+        return False
+    rows = await run(store.graph(namespace), cypher.READ_MODEL, read_only=True)
+    if not rows:
+        return False
+    have = (rows[0][0], int(rows[0][1]))
+    if have != (model, dim):
+        raise _mismatch(namespace, have, (model, dim))
+    store.prepared[namespace] = have
+    return True

@@ -1,0 +1,202 @@
+"""Every value that crosses a process or storage boundary, as one msgspec Struct each.
+
+Tool arguments once decoded, arq job payloads (msgpack), query-service requests and responses
+(JSON) and task records. Decode once at the edge; inside, trust the types. New fields get
+defaults so that an older process still reads a newer message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MEMORY_ID_PATTERN = r"^mem_[0-9a-f]{32}$"
+TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"
+
+Namespace = Annotated[str, Meta(pattern=NAMESPACE_PATTERN)]
+MemoryId = Annotated[str, Meta(pattern=MEMORY_ID_PATTERN)]
+TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
+Tag = Annotated[str, Meta(min_length=1, max_length=128)]
+DEFAULT_NAMESPACE = "default"
+
+TaskKind = Literal["ingest", "delete"]
+TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
+TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
+
+
+class Base(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Strict: unknown fields are refused at every edge."""
+
+
+class Lenient(msgspec.Struct, frozen=True, kw_only=True):
+    """For stored records and responses: a newer writer may have added fields."""
+
+
+# ---- tool arguments, decoded at the front ----------------------------------------------------
+
+
+class AddMemory(Base):
+    text: str  # already stripped; limits checked in shared.validation
+    content_hash: str  # sha256 of the text's UTF-8 bytes
+    namespace: Namespace = DEFAULT_NAMESPACE
+    tags: list[Tag] = []
+    source: str = ""
+    metadata_json: str = "{}"  # the user's other metadata keys, JSON-encoded once
+
+
+class SearchFilters(Base):
+    tags: Annotated[list[Tag], Meta(max_length=100)] | None = None
+    source: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
+    after: float | None = None  # unix seconds, from an ISO-8601 date or datetime
+    before: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.tags, self.source, self.after, self.before))
+
+
+class SearchRequest(Base):
+    query: Annotated[str, Meta(min_length=1, max_length=2000)]
+    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    filters: SearchFilters = SearchFilters()
+    namespace: Namespace = DEFAULT_NAMESPACE
+
+
+class MemoryRef(Base):
+    memory_id: MemoryId
+    namespace: Namespace = DEFAULT_NAMESPACE
+
+
+class StatsRequest(Base):
+    namespace: Namespace = DEFAULT_NAMESPACE
+
+
+# ---- jobs (arq payloads, msgpack) ------------------------------------------------------------
+
+
+class IngestJob(Base):
+    task_id: str
+    memory_id: str
+    namespace: str
+    text: str
+    content_hash: str
+    tags: list[str] = []
+    source: str = ""
+    metadata_json: str = "{}"
+    created_at: float = 0.0
+
+
+class ChunkSpan(Base):
+    idx: int
+    text: str
+    char_start: int
+    char_end: int
+    tokens: int
+
+
+class PartJob(Base):
+    """One bounded embed-and-write job of a document that fanned out."""
+
+    task_id: str
+    memory_id: str
+    namespace: str
+    part: int
+    parts: int
+    chunk_count: int
+    chunks: list[ChunkSpan]
+
+
+class DeleteJob(Base):
+    task_id: str
+    memory_id: str
+    namespace: str
+
+
+# ---- task records (Redis hash) --------------------------------------------------------------
+
+
+class TaskRecord(Lenient):
+    task_id: str
+    kind: str
+    namespace: str
+    state: str = "queued"
+    memory_id: str = ""
+    done: int = 0
+    total: int = 0
+    created_at: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    heartbeat_at: float = 0.0
+    worker: str = ""
+    attempts: int = 0
+    message: str = ""  # what is happening now, e.g. "waiting: embedder unreachable"
+    error: str = ""
+
+
+# ---- query service (JSON) -------------------------------------------------------------------
+
+
+class SearchHit(Lenient):
+    memory_id: str
+    chunk_id: str
+    text: str
+    score: float
+    char_start: int
+    char_end: int
+    tags: list[str]
+    source: str
+    metadata: dict[str, Any]
+    created_at: str
+
+
+class SearchResponse(Lenient):
+    namespace: str
+    query: str
+    results: list[SearchHit]
+
+
+class MemoryRecord(Lenient):
+    memory_id: str
+    namespace: str
+    text: str
+    tags: list[str]
+    source: str
+    metadata: dict[str, Any]
+    created_at: str
+    chunk_count: int
+    status: str  # "ready" or "ingesting"
+
+
+class Stats(Lenient):
+    namespace: str
+    memories: int
+    chunks: int
+    memories_ingesting: int
+    queue_depth: int
+    workers_alive: int
+    tasks: dict[str, int]
+    embedding_model: str = ""
+    embedding_dim: int = 0
+
+
+class ErrorBody(Lenient):
+    kind: str
+    message: str
+
+
+class AddReceipt(Lenient):
+    memory_id: str
+    task_id: str
+    status: str
+    duplicate: bool
+    namespace: str = DEFAULT_NAMESPACE
+
+
+class DeleteReceipt(Lenient):
+    memory_id: str
+    task_id: str
+    status: str
+    namespace: str = DEFAULT_NAMESPACE

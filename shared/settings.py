@@ -1,0 +1,97 @@
+"""One frozen settings object, read from ``ZAPOMNI_*`` environment variables.
+
+Every process reads it once in its entry point (``Settings.from_env()``) and passes it down.
+Nothing here runs at import time. Every external address is a setting so tests and compose can
+point each process at real servers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import msgspec
+
+ENV_PREFIX = "ZAPOMNI_"
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    # where things are
+    redis_url: str = "redis://127.0.0.1:6479/0"
+    falkordb_url: str = "redis://127.0.0.1:6479"
+    query_url: str = "http://127.0.0.1:8766"
+    ollama_url: str = ""  # empty: the in-process ONNX model embeds
+    ollama_model: str = "nomic-embed-text"
+
+    # front (MCP) and query service
+    mcp_host: str = "127.0.0.1"
+    mcp_port: int = 8765
+    mcp_token: str = ""  # required when mcp_host is not loopback
+    query_host: str = "127.0.0.1"
+    query_port: int = 8766
+    request_timeout: float = 10.0  # seconds the front waits on Redis / the query service
+
+    # queue and jobs
+    queue_name: str = "zapomni:queue"
+    max_queue_depth: int = 10_000
+    job_timeout: int = 120  # seconds; fan-out keeps every job far below this
+    max_tries: int = 8
+    max_jobs: int = 4
+    poll_delay: float = 0.05  # arq's 0.5 s default throttles throughput
+    job_expires_days: int = 30  # a queued job outlives a long worker outage
+    task_ttl_days: int = 7
+    part_chunks: int = 32  # chunks per embed-and-write job when a document fans out
+
+    # chunking (tokens of the active embedder's tokenizer)
+    chunk_tokens: int = 256
+    chunk_overlap: int = 32
+
+    # embedding
+    embed_batch: int = 16  # texts per Ollama request / per ONNX run
+    ollama_concurrency: int = 32
+    ollama_timeout: float = 60.0
+    ollama_retries: int = 4
+    onnx_threads: int = 0  # 0: onnxruntime decides
+
+    # FalkorDB vector index (efRuntime is fixed per index: see notes/dependencies.md)
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 200
+    hnsw_ef_runtime: int = 100
+
+    # the embedded stack (zapomni up)
+    data_dir: str = ""  # default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
+    cache_dir: str = ""  # default: $XDG_CACHE_HOME/zapomni or ~/.cache/zapomni
+
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Read ``ZAPOMNI_<FIELD>`` variables; unknown ``ZAPOMNI_`` names are ignored."""
+        env = os.environ if environ is None else environ
+        fields = set(cls.__struct_fields__)
+        raw: dict[str, object] = {}
+        for key, value in env.items():
+            if key.startswith(ENV_PREFIX):
+                name = key[len(ENV_PREFIX) :].lower()
+                if name in fields:
+                    raw[name] = value
+        raw.update(overrides)
+        try:
+            return msgspec.convert(raw, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise SystemExit(f"zapomni: bad setting: {_env_name(exc)}") from None
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        return {
+            ENV_PREFIX + name.upper(): str(getattr(self, name))
+            for name in self.__struct_fields__
+        }
+
+
+def _env_name(exc: msgspec.ValidationError) -> str:
+    text = str(exc)
+    if "`$." in text:
+        field = text.rsplit("`$.", 1)[1].rstrip("`")
+        return f"{ENV_PREFIX}{field.upper()}: {text.split(' - at ')[0]}"
+    return text

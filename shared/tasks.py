@@ -1,0 +1,144 @@
+"""The task registry in Redis: what every task (ingest, delete) is doing, for graph_status.
+
+    zapomni:task:{task_id}          hash: a TaskRecord; expires after task_ttl_days
+    zapomni:tasks:{ns}:{state}      sorted set of task ids by last change, for counts
+    zapomni:mem:{ns}:{memory_id}    the ingest task that owns a memory (dedupe of adds)
+    zapomni:parts:{task_id}         set of finished part numbers of a fanned-out ingest
+    zapomni:worker:{worker_id}      present while that worker lives (expires WORKER_TTL s)
+
+Every write here is idempotent: a job that runs twice records the same thing twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from shared.messages import TASK_STATES, TaskRecord
+
+TASK_KEY = "zapomni:task:"
+WORKER_KEY = "zapomni:worker:"  # + worker id, refreshed by each live worker
+WORKER_TTL = 15
+
+_CLAIM = """
+local existing = redis.call('GET', KEYS[1])
+if existing then return existing end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+return false
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def task_key(task_id: str) -> str:
+    return TASK_KEY + task_id
+
+
+def memory_key(namespace: str, memory_id: str) -> str:
+    return f"zapomni:mem:{namespace}:{memory_id}"
+
+
+def state_key(namespace: str, state: str) -> str:
+    return f"zapomni:tasks:{namespace}:{state}"
+
+
+def _fields(record: TaskRecord | dict[str, Any]) -> dict[str, str]:
+    items = msgspec.structs.asdict(record).items() if isinstance(record, TaskRecord) else \
+        record.items()
+    return {k: str(v) for k, v in items}
+
+
+async def claim_memory(redis: Redis, record: TaskRecord, ttl: int) -> str | None:
+    """Make ``record`` the task that ingests its memory, atomically. Returns None when claimed,
+    or the id of the task that already owns the memory (the text was added before)."""
+    flat = [x for kv in _fields(record).items() for x in kv]
+    existing = await redis.eval(
+        _CLAIM, 3,
+        memory_key(record.namespace, record.memory_id), task_key(record.task_id),
+        state_key(record.namespace, record.state),
+        record.task_id, ttl, record.created_at, *flat,
+    )
+    return existing.decode() if isinstance(existing, bytes) else existing
+
+
+async def release_memory(redis: Redis, namespace: str, memory_id: str, task_id: str) -> None:
+    """Forget that ``task_id`` owns the memory, so the same text can be added again."""
+    await redis.eval(_RELEASE, 1, memory_key(namespace, memory_id), task_id)
+
+
+async def owner_task(redis: Redis, namespace: str, memory_id: str) -> str | None:
+    value = await redis.get(memory_key(namespace, memory_id))
+    return value.decode() if value else None
+
+
+async def create_task(redis: Redis, record: TaskRecord, ttl: int) -> None:
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(task_key(record.task_id), mapping=_fields(record))
+        pipe.expire(task_key(record.task_id), ttl)
+        pipe.zadd(state_key(record.namespace, record.state), {record.task_id: record.created_at})
+        await pipe.execute()
+
+
+async def update_task(redis: Redis, task_id: str, namespace: str, **fields: Any) -> None:
+    """Set fields of a task; a new ``state`` also moves the task between the count sets."""
+    now = time.time()
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(task_key(task_id), mapping=_fields(fields))
+        state = fields.get("state")
+        if state is not None:
+            for other in TASK_STATES:
+                if other != state:
+                    pipe.zrem(state_key(namespace, other), task_id)
+            pipe.zadd(state_key(namespace, state), {task_id: now})
+        await pipe.execute()
+
+
+async def finish_part(redis: Redis, task_id: str, part: int, ttl: int) -> int:
+    """Record part ``part`` as written; return how many distinct parts are written."""
+    key = f"zapomni:parts:{task_id}"
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.sadd(key, part)
+        pipe.expire(key, ttl)
+        pipe.scard(key)
+        _, _, done = await pipe.execute()
+    await redis.hset(task_key(task_id), mapping={"done": done, "heartbeat_at": time.time()})
+    return int(done)
+
+
+async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
+    raw = await redis.hgetall(task_key(task_id))
+    if not raw:
+        return None
+    data = {k.decode(): v.decode() for k, v in raw.items()}
+    return msgspec.convert(data, TaskRecord, strict=False)
+
+
+async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
+    cutoff = time.time() - ttl
+    async with redis.pipeline(transaction=False) as pipe:
+        for state in TASK_STATES:
+            pipe.zremrangebyscore(state_key(namespace, state), "-inf", cutoff)
+            pipe.zcard(state_key(namespace, state))
+        replies = await pipe.execute()
+    return {state: int(replies[2 * i + 1]) for i, state in enumerate(TASK_STATES)}
+
+
+async def queue_depth(redis: Redis, queue_name: str) -> int:
+    """Jobs waiting or running (arq keeps a job in its queue's sorted set until it ends)."""
+    return int(await redis.zcard(queue_name))
+
+
+async def workers_alive(redis: Redis) -> int:
+    count = 0
+    async for _ in redis.scan_iter(match=WORKER_KEY + "*", count=500):
+        count += 1
+    return count

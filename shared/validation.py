@@ -1,0 +1,200 @@
+"""Decode tool and API arguments into Structs, with errors that name the field and the limit.
+
+The limits are the design's (§9). Everything here raises ``InvalidInput``; nothing here
+touches Redis or FalkorDB, so invalid input can never be enqueued or stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, date, datetime
+from typing import Any, TypeVar
+
+import msgspec
+
+from shared.errors import InvalidInput
+from shared.messages import (
+    DEFAULT_NAMESPACE,
+    MEMORY_ID_PATTERN,
+    NAMESPACE_PATTERN,
+    TASK_ID_PATTERN,
+    AddMemory,
+    SearchFilters,
+    SearchRequest,
+)
+
+MAX_TEXT_CHARS = 10_000_000
+MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_DEPTH = 16
+MAX_TAGS = 100
+MAX_BATCH_ITEMS = 1000
+RESERVED_METADATA_KEYS = frozenset(
+    {"id", "memory_id", "chunk_id", "namespace", "text", "content_hash", "created_at",
+     "chunk_count", "status", "score"}
+)
+FILTER_KEYS = ("tags", "source", "after", "before")
+
+_json_encode = msgspec.json.Encoder().encode
+S = TypeVar("S")
+
+
+def convert(data: Any, kind: type[S], where: str = "") -> S:
+    """``msgspec.convert`` with its error rewritten as ``field: problem``."""
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(describe(exc, where)) from None
+
+
+def describe(exc: msgspec.ValidationError, where: str = "") -> str:
+    text = str(exc)
+    problem, _, path = text.partition(" - at `$")
+    field = (where + path.rstrip("`")).lstrip(".") or where or "arguments"
+    problem = problem.replace("Object contains unknown field", "unknown field")
+    return f"{field}: {problem}"
+
+
+def normalise_text(text: Any, field: str = "text") -> tuple[str, str]:
+    """Strip and check a memory's text; return it with the sha256 of its UTF-8 bytes."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{field}: expected a string, got {type(text).__name__}")
+    text = text.strip()
+    if not text:
+        raise InvalidInput(f"{field}: must not be empty or only whitespace")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInput(
+            f"{field}: {len(text):,} characters is over the limit of {MAX_TEXT_CHARS:,}; "
+            "split the document into several memories"
+        )
+    if "\x00" in text:
+        raise InvalidInput(f"{field}: must not contain NUL characters (\\u0000)")
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{field}: not valid UTF-8 (lone surrogate at character {exc.start})"
+        ) from None
+    return text, hashlib.sha256(raw).hexdigest()
+
+
+def check_namespace(namespace: Any) -> str:
+    if namespace is None:
+        return DEFAULT_NAMESPACE
+    if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
+        raise InvalidInput(
+            "namespace: must be 1-64 characters of a-z, 0-9, '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return namespace
+
+
+def check_id(value: Any, field: str, pattern: str = MEMORY_ID_PATTERN) -> str:
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        example = "mem_" if pattern == MEMORY_ID_PATTERN else "task_"
+        raise InvalidInput(f"{field}: not a valid id (expected {example} and 32 hex digits)")
+    return value
+
+
+def check_task_id(value: Any) -> str:
+    return check_id(value, "task_id", TASK_ID_PATTERN)
+
+
+def _depth(value: Any, limit: int) -> int:
+    stack = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            break
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def split_metadata(metadata: Any, field: str = "metadata") -> tuple[list[str], str, str]:
+    """Check metadata; return (tags, source, JSON of the remaining keys)."""
+    if metadata is None:
+        return [], "", "{}"
+    if not isinstance(metadata, dict):
+        raise InvalidInput(f"{field}: expected a JSON object, got {type(metadata).__name__}")
+    if _depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
+        raise InvalidInput(f"{field}: nested more than {MAX_METADATA_DEPTH} levels deep")
+    try:
+        size = len(_json_encode(metadata))
+    except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
+        raise InvalidInput(f"{field}: must be JSON with valid UTF-8 strings") from None
+    if size > MAX_METADATA_BYTES:
+        raise InvalidInput(f"{field}: {size:,} bytes as JSON is over the limit of 65,536")
+    reserved = sorted(RESERVED_METADATA_KEYS.intersection(metadata))
+    if reserved:
+        raise InvalidInput(f"{field}: reserved key(s) {', '.join(reserved)}; rename them")
+    rest = dict(metadata)
+    tags = rest.pop("tags", [])
+    source = rest.pop("source", "")
+    if not isinstance(tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 128
+                                              for t in tags):
+        raise InvalidInput(f"{field}.tags: expected a list of strings of 1-128 characters")
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{field}.tags: {len(tags)} tags is over the limit of {MAX_TAGS}")
+    if not isinstance(source, str) or len(source) > 512:
+        raise InvalidInput(f"{field}.source: expected a string of at most 512 characters")
+    return list(dict.fromkeys(tags)), source, _json_encode(rest).decode()
+
+
+def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "") -> AddMemory:
+    """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
+    ns = check_namespace(namespace)
+    text, content_hash = normalise_text(text, f"{where}text")
+    tags, source, rest = split_metadata(metadata, f"{where}metadata")
+    return AddMemory(text=text, content_hash=content_hash, namespace=ns, tags=tags,
+                     source=source, metadata_json=rest)
+
+
+def _timestamp(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput(
+                f"filters.{field}: expected an ISO-8601 date or datetime such as 2026-01-31"
+            ) from None
+        if isinstance(parsed, date) and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.timestamp()
+    raise InvalidInput(f"filters.{field}: expected an ISO-8601 string or unix seconds")
+
+
+def decode_filters(filters: Any) -> SearchFilters:
+    if filters is None:
+        return SearchFilters()
+    if not isinstance(filters, dict):
+        raise InvalidInput("filters: expected a JSON object")
+    unknown = sorted(set(filters) - set(FILTER_KEYS))
+    if unknown:
+        raise InvalidInput(
+            f"filters: unknown key(s) {', '.join(map(str, unknown))}; "
+            f"known: {', '.join(FILTER_KEYS)}"
+        )
+    raw = dict(filters)
+    raw["after"] = _timestamp(raw.get("after"), "after")
+    raw["before"] = _timestamp(raw.get("before"), "before")
+    return convert(raw, SearchFilters, "filters")
+
+
+def decode_search(query: Any, limit: Any, filters: Any, namespace: Any) -> SearchRequest:
+    if isinstance(query, str):
+        query = query.strip()
+        if not query:
+            raise InvalidInput("query: must not be empty or only whitespace")
+    data = {"query": query, "limit": 10 if limit is None else limit,
+            "namespace": check_namespace(namespace)}
+    request = convert(data, SearchRequest)
+    return msgspec.structs.replace(request, filters=decode_filters(filters))
