@@ -1,0 +1,54 @@
+"""``zapomni-worker``: an arq worker for ingest, fan-out parts and deletes."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+
+from arq.worker import Worker, func
+
+from shared.logs import configure_logging
+from shared.queue import DELETE, EMBED_PART, INGEST, connect_queue, deserialize, serialize
+from shared.settings import Settings
+from workers.delete import delete_memory
+from workers.ingest import embed_part, ingest_memory
+from workers.resources import close_resources, open_resources
+
+
+def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True) -> Worker:
+    """The arq Worker with every setting chosen on purpose (see DESIGN §5)."""
+    return Worker(
+        functions=[
+            func(ingest_memory, name=INGEST),
+            func(embed_part, name=EMBED_PART),
+            func(delete_memory, name=DELETE),
+        ],
+        redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
+        queue_name=settings.queue_name,
+        job_serializer=serialize,
+        job_deserializer=deserialize,
+        on_startup=functools.partial(open_resources, settings=settings),
+        on_shutdown=close_resources,
+        burst=burst,
+        handle_signals=handle_signals,
+        max_jobs=settings.max_jobs,
+        job_timeout=settings.job_timeout,
+        max_tries=settings.max_tries,
+        poll_delay=settings.poll_delay,
+        keep_result=60,  # our task registry keeps outcomes; results hold whole payloads
+        allow_abort_jobs=True,
+        health_check_interval=10,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zapomni-worker", description=__doc__)
+    parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    configure_logging("worker", settings.log_level)
+    make_worker(settings, burst=args.burst).run()
+
+
+if __name__ == "__main__":
+    main()

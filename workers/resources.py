@@ -1,0 +1,78 @@
+"""The live resources of one worker process, built at arq start-up and closed at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+
+from arq.connections import ArqRedis
+
+from shared.chunking import Chunker
+from shared.embed import Embedder, make_embedder
+from shared.graphstore import GraphStore
+from shared.tasks import WORKER_KEY, WORKER_TTL
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    redis: ArqRedis
+    store: GraphStore
+    embedder: Embedder
+    chunker: Chunker
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    heartbeat: asyncio.Task | None = None
+
+    @property
+    def task_ttl(self) -> int:
+        return self.settings.task_ttl_days * 86400
+
+
+def resources(ctx: dict) -> Resources:
+    return ctx["res"]
+
+
+async def open_resources(ctx: dict, settings: Settings) -> None:
+    embedder = make_embedder(settings)
+    res = Resources(
+        settings=settings,
+        redis=ctx["redis"],
+        store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
+        embedder=embedder,
+        chunker=Chunker(settings.chunk_tokens, settings.chunk_overlap),
+    )
+    res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
+    ctx["res"] = res
+    log.info("worker %s ready: embedder %s, queue %s", res.worker_id, embedder.name,
+             settings.queue_name)
+
+
+async def close_resources(ctx: dict) -> None:
+    res: Resources | None = ctx.get("res")
+    if res is None:
+        return
+    if res.heartbeat is not None:
+        res.heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await res.heartbeat
+    with contextlib.suppress(Exception):
+        await res.redis.delete(WORKER_KEY + res.worker_id)
+    await res.embedder.aclose()
+    await res.store.aclose()
+
+
+async def beat(res: Resources) -> None:
+    """Keep zapomni:worker:{id} alive while this worker lives (get_stats counts them)."""
+    while True:
+        try:
+            await res.redis.set(WORKER_KEY + res.worker_id, "1", ex=WORKER_TTL)
+        except Exception as exc:  # Redis away: keep beating, the key reappears when it is back
+            log.warning("worker heartbeat failed: %s", type(exc).__name__)
+        await asyncio.sleep(WORKER_TTL / 3)
