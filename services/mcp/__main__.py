@@ -1,0 +1,3 @@
+from services.mcp.main import main
+
+main()

@@ -1,0 +1,42 @@
+"""The front's client for the query service: msgspec JSON over httpx, errors translated."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import httpx
+import msgspec
+
+from shared.errors import ERROR_KINDS, Unavailable, ZapomniError
+from shared.messages import ErrorBody
+
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+
+
+class QueryClient:
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(
+            base_url=base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def call(self, path: str, body: msgspec.Struct, kind: type[T]) -> T:
+        try:
+            response = await self._client.post(
+                path, content=_encode(body), headers={"content-type": "application/json"})
+        except httpx.TimeoutException:
+            raise Unavailable(f"the query service did not answer within {self._timeout:g}s; "
+                              "retry in a few seconds") from None
+        except httpx.TransportError:
+            raise Unavailable("the query service is unreachable (is zapomni-query running?); "
+                              "retry in a few seconds") from None
+        if response.status_code == 200:
+            return msgspec.json.decode(response.content, type=kind)
+        try:
+            error = msgspec.json.decode(response.content, type=ErrorBody)
+        except msgspec.DecodeError:
+            raise ZapomniError("the query service failed; retry later") from None
+        raise ERROR_KINDS.get(error.kind, ZapomniError)(error.message)

@@ -1,0 +1,135 @@
+"""What the front does for each tool: validate (already done by the caller), enqueue writes,
+read task records, forward reads. No model, no FalkorDB, no heavy work."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import redis.exceptions
+
+from services.mcp.forward import QueryClient
+from shared import tasks
+from shared.errors import NotFound, Overloaded, Unavailable
+from shared.ids import memory_id, new_task_id
+from shared.messages import (
+    AddMemory,
+    AddReceipt,
+    DeleteJob,
+    DeleteReceipt,
+    IngestJob,
+    MemoryRef,
+    TaskRecord,
+)
+from shared.queue import connect_queue, enqueue_delete, enqueue_ingest
+from shared.settings import Settings
+
+T = TypeVar("T")
+REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"
+
+
+class Front:
+    """The front's live resources: a Redis pool for the queue and a query-service client."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.redis = connect_queue(settings)
+        self.query = QueryClient(settings.query_url, settings.request_timeout)
+        self.task_ttl = settings.task_ttl_days * 86400
+
+    async def aclose(self) -> None:
+        await self.query.aclose()
+        await self.redis.aclose()
+
+
+async def redis_call(front: Front, call: Awaitable[T]) -> T:
+    """One bounded Redis round trip: down or slow Redis is a retryable error, not a hang."""
+    try:
+        async with asyncio.timeout(front.settings.request_timeout):
+            return await call
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError,
+            OSError):
+        raise Unavailable(REDIS_DOWN) from None
+
+
+async def check_capacity(front: Front, incoming: int = 1) -> None:
+    depth = await redis_call(front, tasks.queue_depth(front.redis, front.settings.queue_name))
+    if depth + incoming > front.settings.max_queue_depth:
+        raise Overloaded(
+            f"the ingest queue is full ({depth:,} jobs, limit "
+            f"{front.settings.max_queue_depth:,}); nothing was stored. Retry in ~30 seconds")
+
+
+async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
+    now = time.time()
+    mid = memory_id(memory.namespace, memory.content_hash)
+    record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
+                        memory_id=mid, total=1, created_at=now, message="waiting for a worker")
+    existing = await redis_call(front, tasks.claim_memory(front.redis, record, front.task_ttl))
+    if existing is not None:
+        return await _duplicate(front, memory, mid, existing)
+    job = IngestJob(task_id=record.task_id, memory_id=mid, namespace=memory.namespace,
+                    text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
+                    source=memory.source, metadata_json=memory.metadata_json, created_at=now)
+    try:
+        await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
+    except Unavailable:
+        await _forget_claim(front, record)
+        raise
+    return AddReceipt(memory_id=mid, task_id=record.task_id, status="queued", duplicate=False,
+                      namespace=memory.namespace)
+
+
+async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) -> AddReceipt:
+    """The text was added before. If its task has not finished, enqueue its job again: arq
+    ignores a job id it still holds, and if the job was lost the retry brings it back."""
+    found = await redis_call(front, tasks.get_task(front.redis, task_id))
+    state = found.state if found else "done"
+    if found is not None and state in ("queued", "running"):
+        job = IngestJob(task_id=task_id, memory_id=mid, namespace=memory.namespace,
+                        text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
+                        source=memory.source, metadata_json=memory.metadata_json,
+                        created_at=found.created_at)
+        await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
+    return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
+                      namespace=memory.namespace)
+
+
+async def _forget_claim(front: Front, record: TaskRecord) -> None:
+    """Undo a claim whose job could not be enqueued, so a retry of the same text works."""
+    try:
+        await tasks.release_memory(front.redis, record.namespace, record.memory_id,
+                                   record.task_id)
+        await front.redis.delete(tasks.task_key(record.task_id))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+        pass  # Redis is gone; so is the claim's effect until it is back
+
+
+async def add_memories(front: Front, memories: list[AddMemory]) -> list[AddReceipt]:
+    await check_capacity(front, len(memories))
+    return [await add_memory(front, memory) for memory in memories]
+
+
+async def task_status(front: Front, task_id: str) -> TaskRecord:
+    record = await redis_call(front, tasks.get_task(front.redis, task_id))
+    if record is None:
+        raise NotFound(f"task {task_id} not found (task records are kept "
+                       f"{front.settings.task_ttl_days} days)")
+    return record
+
+
+async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
+    owner = await redis_call(front, tasks.owner_task(front.redis, ref.namespace, ref.memory_id))
+    if owner is None:
+        await front.query.call("/v1/memory", ref, dict)  # NotFound when it is not stored
+    now = time.time()
+    record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=ref.namespace,
+                        memory_id=ref.memory_id, total=1, created_at=now,
+                        message="waiting for a worker")
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    job = DeleteJob(task_id=record.task_id, memory_id=ref.memory_id, namespace=ref.namespace)
+    await redis_call(front, enqueue_delete(front.redis, front.settings, job))
+    return DeleteReceipt(memory_id=ref.memory_id, task_id=record.task_id, status="queued",
+                         namespace=ref.namespace)

@@ -1,0 +1,29 @@
+"""``zapomni-mcp``: the MCP front, over streamable HTTP (default) or stdio."""
+
+from __future__ import annotations
+
+import argparse
+
+from services.mcp.server import build_server
+from shared.logs import configure_logging
+from shared.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zapomni-mcp", description=__doc__)
+    parser.add_argument("--stdio", action="store_true",
+                        help="speak MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    configure_logging("mcp", settings.log_level)
+    if args.stdio:
+        build_server(settings, auth=False).run(transport="stdio", show_banner=False)
+    else:
+        server = build_server(settings)
+        server.run(transport="http", host=settings.mcp_host, port=settings.mcp_port,
+                   show_banner=False, log_level=settings.log_level.lower(),
+                   uvicorn_config={"access_log": False, "log_config": None})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The MCP tools. Each one validates at the edge, calls the front, and shapes the answer.
+
+Errors: a ZapomniError becomes a ToolError with its short message (retryable ones say so);
+anything else is masked by fastmcp (``mask_error_details``) and logged here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from shared.errors import InvalidInput, Overloaded, Unavailable, ZapomniError
+from shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest, TaskRecord
+from shared.settings import Settings
+from shared.validation import (
+    MAX_BATCH_ITEMS,
+    MAX_TEXT_CHARS,
+    check_id,
+    check_namespace,
+    check_task_id,
+    decode_add_memory,
+    decode_search,
+)
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """Zapomni is a long-term memory. add_memory stores text (it is chunked, embedded
+and indexed in the background: poll graph_status(task_id) until state is "done");
+search_memory finds the passages that answer a question. Namespaces keep memories apart."""
+
+
+@contextlib.contextmanager
+def tool_errors() -> Iterator[None]:
+    try:
+        yield
+    except (Overloaded, Unavailable) as exc:
+        raise ToolError(f"temporarily unavailable: {exc.message}") from None
+    except ZapomniError as exc:
+        raise ToolError(exc.message) from None
+
+
+def plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def iso(ts: float) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts else None
+
+
+def shape_task(record: TaskRecord) -> dict[str, Any]:
+    end = record.finished_at or (record.heartbeat_at if record.state == "running" else 0)
+    percent = round(100 * record.done / record.total, 1) if record.total else 0.0
+    return {
+        "task_id": record.task_id, "kind": record.kind, "namespace": record.namespace,
+        "state": record.state, "memory_id": record.memory_id or None,
+        "progress": {"done": record.done, "total": record.total, "percent": percent},
+        "created_at": iso(record.created_at), "started_at": iso(record.started_at),
+        "finished_at": iso(record.finished_at),
+        "seconds": round(end - record.started_at, 3) if record.started_at and end else None,
+        "worker": record.worker or None, "attempts": record.attempts,
+        "message": record.message or None, "error": record.error or None,
+    }
+
+
+def check_auth(settings: Settings):
+    """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN."""
+    host = settings.mcp_host
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not settings.mcp_token:
+        if not loopback:
+            raise SystemExit(
+                f"zapomni-mcp: refusing to listen on {host} without a token. Set "
+                "ZAPOMNI_MCP_TOKEN to a long random string (clients send it as a bearer "
+                "token), or bind to 127.0.0.1.")
+        return None
+    from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+
+    return StaticTokenVerifier(tokens={settings.mcp_token: {"client_id": "zapomni",
+                                                            "scopes": []}})
+
+
+def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
+    live: dict[str, Front] = {}  # the Front lives as long as the server's lifespan
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: FastMCP) -> AsyncIterator[dict]:
+        live["front"] = Front(settings)
+        try:
+            yield {}
+        finally:
+            await live.pop("front").aclose()
+
+    mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan,
+                  auth=check_auth(settings) if auth else None, mask_error_details=True)
+
+    @mcp.tool
+    async def add_memory(text: str, metadata: dict[str, Any] | None = None,
+                         namespace: str | None = None) -> dict[str, Any]:
+        """Remember a text (1 to 10,000,000 characters). Returns at once with memory_id and
+        task_id; the text becomes searchable when graph_status(task_id) says "done".
+        metadata: optional JSON object; "tags" (list of strings) and "source" (string) are
+        filterable in search_memory. Adding the same text again is a no-op (duplicate=true)."""
+        with tool_errors():
+            memory = decode_add_memory(text, metadata, namespace)
+            await ops.check_capacity(live["front"])
+            return plain(await ops.add_memory(live["front"], memory))
+
+    @mcp.tool
+    async def add_memories(items: list[dict[str, Any]],
+                           namespace: str | None = None) -> dict[str, Any]:
+        """Remember several texts in one call: items is a list of {"text", "metadata"?}
+        (at most 1,000 items, 10,000,000 characters in all). All are validated before any
+        is stored; each gets its own memory_id and task_id."""
+        with tool_errors():
+            memories = decode_batch(items, namespace)
+            return {"results": plain(await ops.add_memories(live["front"], memories))}
+
+    @mcp.tool
+    async def graph_status(task_id: str) -> dict[str, Any]:
+        """State of any task (ingest or delete): queued, running, done, failed or cancelled,
+        with progress (done/total parts), timings, the worker, and the error if it failed."""
+        with tool_errors():
+            return shape_task(await ops.task_status(live["front"], check_task_id(task_id)))
+
+    @mcp.tool
+    async def search_memory(query: str, limit: int = 10, filters: dict[str, Any] | None = None,
+                            namespace: str | None = None) -> dict[str, Any]:
+        """Find the stored passages most similar to query (1-2,000 characters). limit: 1-100.
+        filters (all optional): {"tags": [..] (any of them), "source": "..",
+        "after": "2026-01-01", "before": "2026-02-01T12:00:00Z"}."""
+        with tool_errors():
+            request = decode_search(query, limit, filters, namespace)
+            return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
+
+    @mcp.tool
+    async def get_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
+        """One memory: its full text, metadata, chunk count and status (ready or ingesting)."""
+        with tool_errors():
+            ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
+                            namespace=check_namespace(namespace))
+            return plain(await live["front"].query.call("/v1/memory", ref, MemoryRecord))
+
+    @mcp.tool
+    async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
+        """Delete a memory with its chunks. Returns a task_id; graph_status shows when it is
+        done. Afterwards the same text can be added again."""
+        with tool_errors():
+            ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
+                            namespace=check_namespace(namespace))
+            return plain(await ops.delete_memory(live["front"], ref))
+
+    @mcp.tool
+    async def get_stats(namespace: str | None = None) -> dict[str, Any]:
+        """Counts for a namespace: memories (searchable and still ingesting), chunks, queue
+        depth, workers alive, tasks by state, and the embedding model it was built with."""
+        with tool_errors():
+            request = StatsRequest(namespace=check_namespace(namespace))
+            return plain(await live["front"].query.call("/v1/stats", request, Stats))
+
+    @mcp.custom_route("/healthz", methods=["GET"])
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return mcp
+
+
+def decode_batch(items: Any, namespace: Any) -> list:
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_ITEMS:
+        raise InvalidInput(f"items: expected a list of 1 to {MAX_BATCH_ITEMS} items")
+    memories = []
+    total = 0
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) - {"text", "metadata"}:
+            raise InvalidInput(f"items[{i}]: expected an object with 'text' and optional "
+                               "'metadata'")
+        memory = decode_add_memory(item.get("text"), item.get("metadata"), namespace,
+                                   where=f"items[{i}].")
+        total += len(memory.text)
+        if total > MAX_TEXT_CHARS:
+            raise InvalidInput(f"items: more than {MAX_TEXT_CHARS:,} characters in all; "
+                               "send fewer items per call")
+        memories.append(memory)
+    return memories

@@ -1,0 +1,3 @@
+from services.query.main import main
+
+main()

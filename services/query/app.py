@@ -1,0 +1,116 @@
+"""The query service's HTTP JSON API (Starlette). Bodies are msgspec Structs both ways.
+
+    POST /v1/search   SearchRequest -> SearchResponse
+    POST /v1/memory   MemoryRef     -> MemoryRecord (404 when unknown)
+    POST /v1/stats    StatsRequest  -> Stats
+    GET  /healthz     the process is up
+    GET  /readyz      FalkorDB and Redis answer
+Errors: {"kind", "message"} with a status that says whether to retry (429, 503).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+import redis.asyncio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.query.search import read_memory, read_stats, search_memory
+from shared.embed import Embedder, make_embedder
+from shared.errors import ZapomniError
+from shared.graphstore import GraphStore
+from shared.messages import ErrorBody, MemoryRef, SearchRequest, StatsRequest
+from shared.validation import describe
+
+log = logging.getLogger(__name__)
+_encode = msgspec.json.Encoder().encode
+STATUS = {"invalid_input": 400, "not_found": 404, "overloaded": 429, "unavailable": 503,
+          "embedding_unavailable": 503, "embedding_rejected": 409}
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(_encode(body), status_code=status, media_type="application/json")
+
+
+def error_response(kind: str, message: str, status: int) -> Response:
+    return json_response(ErrorBody(kind=kind, message=message), status)
+
+
+class QueryState:
+    """The query process's live resources."""
+
+    def __init__(self, settings) -> None:
+        self.settings = settings
+        self.store = GraphStore(settings, max_connections=32)
+        self.redis = redis.asyncio.Redis.from_url(
+            settings.redis_url, socket_timeout=settings.request_timeout,
+            socket_connect_timeout=min(3.0, settings.request_timeout))
+        self.embedder: Embedder = make_embedder(settings)
+
+    async def aclose(self) -> None:
+        await self.embedder.aclose()
+        await self.store.aclose()
+        await self.redis.aclose()
+
+
+def endpoint(kind: type, handler: Callable[[QueryState, Any], Awaitable[Any]]):
+    async def route(request: Request) -> Response:
+        state: QueryState = request.app.state.query
+        try:
+            body = msgspec.json.decode(await request.body(), type=kind)
+        except msgspec.ValidationError as exc:
+            return error_response("invalid_input", describe(exc), 400)
+        except msgspec.DecodeError:
+            return error_response("invalid_input", "the body is not valid JSON", 400)
+        try:
+            return json_response(await handler(state, body))
+        except ZapomniError as exc:
+            return error_response(exc.kind, exc.message, STATUS.get(exc.kind, 500))
+        except Exception:
+            log.exception("query service: unexpected error")
+            return error_response("error", "internal error in the query service", 500)
+    return route
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    state: QueryState = request.app.state.query
+    try:
+        await state.redis.ping()
+        await state.store.db.connection.ping()
+    except Exception:
+        return error_response("unavailable", "Redis or FalkorDB is not answering", 503)
+    return json_response({"status": "ready"})
+
+
+def build_app(settings) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.query = QueryState(settings)
+        await app.state.query.embedder.dimension()
+        try:
+            yield
+        finally:
+            await app.state.query.aclose()
+
+    routes = [
+        Route("/v1/search", endpoint(SearchRequest, lambda s, b: search_memory(
+            s.store, s.embedder, b)), methods=["POST"]),
+        Route("/v1/memory", endpoint(MemoryRef, lambda s, b: read_memory(s.store, b)),
+              methods=["POST"]),
+        Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(
+            s.store, s.redis, s.settings, b)), methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,24 @@
+"""``zapomni-query``: the read path as an HTTP JSON service."""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+
+from services.query.app import build_app
+from shared.logs import configure_logging
+from shared.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zapomni-query", description=__doc__)
+    parser.parse_args(argv)
+    settings = Settings.from_env()
+    configure_logging("query", settings.log_level)
+    uvicorn.run(build_app(settings), host=settings.query_host, port=settings.query_port,
+                log_config=None, access_log=False)
+
+
+if __name__ == "__main__":
+    main()

