@@ -39,12 +39,14 @@ def connect_queue(settings: Settings, *, max_connections: int | None = None) -> 
         socket_timeout=settings.request_timeout,
         max_connections=max_connections,
     )
-    return ArqRedis(
+    client = ArqRedis(
         pool,
         job_serializer=serialize,
         job_deserializer=deserialize,
         default_queue_name=settings.queue_name,
     )
+    client.auto_close_connection_pool = True  # as Redis.from_pool does: aclose() owns the pool
+    return client
 
 
 def _expires(settings: Settings) -> timedelta:

@@ -1,0 +1,63 @@
+"""Fixtures shared by the integration and e2e tests: real servers, started once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+import redis.asyncio
+
+from services.query.app import build_app
+from services.stack.falkordb import free_port
+from shared.settings import Settings
+from tests.support.fake_ollama import FakeOllama
+from tests.support.servers import ThreadedServer, falkordb_server
+
+
+@pytest.fixture(scope="session")
+def falkordb_url() -> Iterator[str]:
+    with falkordb_server() as url:
+        yield url
+
+
+def make_settings(falkordb_url: str, **overrides) -> Settings:
+    base = dict(
+        redis_url=f"{falkordb_url}/0", falkordb_url=falkordb_url,
+        query_url=f"http://127.0.0.1:{free_port()}", poll_delay=0.02, job_timeout=30,
+        max_tries=3, request_timeout=5.0, onnx_threads=2,
+    )
+    base.update(overrides)
+    return Settings.from_env(environ={}, **base)
+
+
+@pytest.fixture
+def settings(falkordb_url: str) -> Settings:
+    """Settings against the test server, which is emptied before every test."""
+    client = redis.Redis.from_url(falkordb_url)
+    client.flushall()
+    client.close()
+    return make_settings(falkordb_url)
+
+
+@pytest.fixture
+async def aredis(settings: Settings) -> AsyncIterator[redis.asyncio.Redis]:
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def query_service(settings: Settings) -> Iterator[str]:
+    """The real query service (uvicorn + Starlette) on settings.query_url."""
+    port = int(settings.query_url.rsplit(":", 1)[1])
+    with ThreadedServer(build_app(settings), port=port) as server:
+        yield server.url
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[FakeOllama]:
+    fake = FakeOllama()
+    with ThreadedServer(fake.app) as server:
+        fake.url = server.url
+        yield fake

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.mcp.front import Front
+from shared.settings import Settings
+
+
+@pytest.fixture
+async def front(settings: Settings) -> AsyncIterator[Front]:
+    front = Front(settings)
+    yield front
+    await front.aclose()

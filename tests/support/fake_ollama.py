@@ -1,0 +1,74 @@
+"""A real HTTP server that speaks Ollama's ``POST /api/embed`` (batched ``input``), for the
+Ollama client's tests. Vectors come from the in-process MiniLM model (semantic) or from a
+hash of the text (deterministic, any dimension). Latency, failures and hangs are injectable,
+and it counts requests and the most requests it had in flight at once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from shared.embed_onnx import OnnxEmbedder
+
+
+def hash_vector(text: str, dim: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    vec = np.random.default_rng(seed).standard_normal(dim)
+    return (vec / np.linalg.norm(vec)).tolist()
+
+
+class FakeOllama:
+    def __init__(self, *, models: tuple[str, ...] = ("nomic-embed-text",), dim: int = 768,
+                 semantic: bool = False) -> None:
+        self.models = set(models)
+        self.dim = 384 if semantic else dim
+        self.model = OnnxEmbedder() if semantic else None
+        self.latency = 0.0
+        self.fail_statuses: list[int] = []  # returned by the next requests, in order
+        self.hang = False  # accept the request and never answer
+        self.requests = 0
+        self.texts = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self.app = Starlette(routes=[Route("/api/embed", self.embed, methods=["POST"])])
+
+    def reset_counts(self) -> None:
+        self.requests = self.texts = self.max_in_flight = 0
+
+    async def embed(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            status = self.fail_statuses.pop(0) if self.fail_statuses else 200
+        try:
+            if self.hang:
+                await asyncio.sleep(3600)
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            if status != 200:
+                return JSONResponse({"error": f"injected failure {status}"}, status_code=status)
+            if body.get("model") not in self.models:
+                return JSONResponse(
+                    {"error": f"model \"{body.get('model')}\" not found, try pulling it first"},
+                    status_code=404)
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            self.texts += len(texts)
+            return JSONResponse({"model": body["model"], "embeddings": self.vectors(texts)})
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def vectors(self, texts: list[str]) -> list[list[float]]:
+        if self.model is not None:
+            return self.model.embed_sync(texts).tolist()
+        return [hash_vector(t, self.dim) for t in texts]

@@ -1,0 +1,50 @@
+import msgspec
+import pytest
+
+from shared.ids import chunk_id, memory_id, new_task_id
+from shared.messages import ChunkSpan, IngestJob, PartJob
+from shared.queue import deserialize, serialize
+from shared.settings import Settings
+
+
+def test_memory_id_depends_on_namespace_and_content_only():
+    a = memory_id("default", "ab" * 32)
+    assert a == memory_id("default", "ab" * 32)
+    assert a != memory_id("other", "ab" * 32)
+    assert a != memory_id("default", "cd" * 32)
+    assert a.startswith("mem_") and len(a) == 36
+    assert chunk_id(a, 7) == f"{a}:7"
+
+
+def test_task_ids_are_unique():
+    ids = {new_task_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(i.startswith("task_") for i in ids)
+
+
+def test_job_payload_round_trips_through_the_queue_serializer():
+    job = PartJob(task_id="task_1", memory_id="mem_1", namespace="n", part=1, parts=3,
+                  chunk_count=5, chunks=[ChunkSpan(idx=2, text="é", char_start=3, char_end=4,
+                                                   tokens=1)])
+    raw = serialize({"a": (job,), "k": {}, "f": "embed_part"})
+    decoded = deserialize(raw)
+    assert msgspec.convert(decoded["a"][0], PartJob) == job
+
+
+def test_failed_job_results_serialize_their_exception_as_text():
+    raw = serialize({"r": ValueError("boom"), "s": False})
+    assert deserialize(raw)["r"] == "ValueError: boom"
+
+
+def test_unknown_job_fields_are_refused():
+    with pytest.raises(msgspec.ValidationError, match="unknown field `extra`"):
+        msgspec.convert({"task_id": "t", "memory_id": "m", "namespace": "n", "text": "x",
+                         "content_hash": "h", "extra": 1}, IngestJob)
+
+
+def test_settings_from_environment():
+    s = Settings.from_env({"ZAPOMNI_MCP_PORT": "9000", "ZAPOMNI_POLL_DELAY": "0.1",
+                           "ZAPOMNI_NOT_A_SETTING": "x", "OTHER": "y"})
+    assert s.mcp_port == 9000 and s.poll_delay == 0.1
+    assert Settings.from_env(s.to_env()) == s
+    with pytest.raises(SystemExit, match="ZAPOMNI_MCP_PORT: Expected `int`"):
+        Settings.from_env({"ZAPOMNI_MCP_PORT": "eighty"})

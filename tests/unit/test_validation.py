@@ -1,0 +1,116 @@
+import json
+
+import pytest
+
+from shared.errors import InvalidInput
+from shared.validation import (
+    MAX_TEXT_CHARS,
+    check_id,
+    check_namespace,
+    check_task_id,
+    decode_add_memory,
+    decode_search,
+)
+
+
+def error_of(call, *args) -> str:
+    with pytest.raises(InvalidInput) as info:
+        call(*args)
+    return info.value.message
+
+
+def test_add_memory_strips_text_and_splits_metadata():
+    memory = decode_add_memory("  hello world \n", {"tags": ["a", "b", "a"], "source": "s",
+                                                     "page": 3}, None)
+    assert memory.text == "hello world"
+    assert memory.namespace == "default"
+    assert memory.tags == ["a", "b"]
+    assert memory.source == "s"
+    assert json.loads(memory.metadata_json) == {"page": 3}
+    assert len(memory.content_hash) == 64
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", "text: must not be empty"),
+    ("   \n\t", "text: must not be empty"),
+    ("a\x00b", "text: must not contain NUL"),
+    ("bad \ud800 surrogate", "text: not valid UTF-8 (lone surrogate at character 4)"),
+    (42, "text: expected a string, got int"),
+    (None, "text: expected a string, got NoneType"),
+])
+def test_bad_text_names_the_field_and_the_rule(text, expected):
+    assert error_of(decode_add_memory, text, None, None).startswith(expected)
+
+
+def test_text_limit_is_ten_million_characters_after_strip():
+    decode_add_memory("x" * MAX_TEXT_CHARS + "   ", None, None)
+    message = error_of(decode_add_memory, "x" * (MAX_TEXT_CHARS + 1), None, None)
+    assert message.startswith("text: 10,000,001 characters is over the limit of 10,000,000")
+
+
+@pytest.mark.parametrize(("metadata", "expected"), [
+    ([1, 2], "metadata: expected a JSON object, got list"),
+    ({"id": 1}, "metadata: reserved key(s) id"),
+    ({"tags": "x"}, "metadata.tags: expected a list of strings"),
+    ({"tags": [""]}, "metadata.tags: expected a list of strings"),
+    ({"tags": [str(i) for i in range(101)]}, "metadata.tags: 101 tags is over the limit of 100"),
+    ({"source": 5}, "metadata.source: expected a string"),
+    ({"blob": "x" * 70_000}, "metadata: 70,011 bytes as JSON is over the limit of 65,536"),
+    ({"bad": "\udc00"}, "metadata: must be JSON with valid UTF-8 strings"),
+])
+def test_bad_metadata(metadata, expected):
+    assert error_of(decode_add_memory, "text", metadata, None).startswith(expected)
+
+
+def test_deep_metadata_is_refused_before_encoding():
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):
+        node["x"] = {}
+        node = node["x"]
+    assert error_of(decode_add_memory, "t", deep, None) == \
+        "metadata: nested more than 16 levels deep"
+
+
+@pytest.mark.parametrize("namespace", ["", "A", "-x", "a" * 65, "a b", "x/y", 3])
+def test_bad_namespace(namespace):
+    assert error_of(check_namespace, namespace).startswith("namespace: must be 1-64 characters")
+
+
+@pytest.mark.parametrize("namespace", ["a", "default", "team_1-x", "9" * 64])
+def test_good_namespace(namespace):
+    assert check_namespace(namespace) == namespace
+
+
+def test_ids():
+    assert check_id("mem_" + "a" * 32, "memory_id")
+    assert error_of(check_id, "mem_xyz", "memory_id") == \
+        "memory_id: not a valid id (expected mem_ and 32 hex digits)"
+    assert error_of(check_task_id, "mem_" + "a" * 32).startswith("task_id: not a valid id")
+
+
+def test_search_defaults_and_limits():
+    request = decode_search("  what  ", None, None, None)
+    assert (request.query, request.limit, request.namespace) == ("what", 10, "default")
+    assert not request.filters.active
+    assert error_of(decode_search, "q", 0, None, None) == "limit: Expected `int` >= 1"
+    assert error_of(decode_search, "q", 101, None, None) == "limit: Expected `int` <= 100"
+    assert error_of(decode_search, "q", "5", None, None) == "limit: Expected `int`, got `str`"
+    assert error_of(decode_search, "x" * 2001, 5, None, None) == \
+        "query: Expected `str` of length <= 2000"
+    assert error_of(decode_search, " ", 5, None, None) == \
+        "query: must not be empty or only whitespace"
+
+
+def test_search_filters():
+    request = decode_search("q", 5, {"tags": ["a"], "source": "s", "after": "2026-01-01",
+                                     "before": 1800000000}, "ns")
+    f = request.filters
+    assert f.active and f.tags == ["a"] and f.source == "s"
+    assert f.after == 1767225600.0 and f.before == 1800000000.0
+    assert error_of(decode_search, "q", 5, {"colour": "red"}, None) == \
+        "filters: unknown key(s) colour; known: tags, source, after, before"
+    assert error_of(decode_search, "q", 5, {"after": "yesterday"}, None).startswith(
+        "filters.after: expected an ISO-8601 date")
+    assert error_of(decode_search, "q", 5, {"tags": "a"}, None) == \
+        "filters.tags: Expected `array | null`, got `str`"
