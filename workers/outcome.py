@@ -22,7 +22,12 @@ from workers.resources import Resources, resources
 from workers.store import delete_memory_graph
 
 log = logging.getLogger(__name__)
-TIMEOUT_MARGIN = 5  # our own deadline fires before arq's job_timeout
+
+
+def deadline(job_timeout: int) -> float:
+    """Our own deadline fires before arq's job_timeout, so a slow job retries (arq would
+    fail it for good) and its task says why."""
+    return job_timeout - min(5.0, job_timeout * 0.1)
 
 
 @asynccontextmanager
@@ -30,7 +35,7 @@ async def task_outcome(ctx: dict, task_id: str, namespace: str,
                        memory_id: str) -> AsyncIterator[None]:
     res = resources(ctx)
     try:
-        async with asyncio.timeout(max(1, res.settings.job_timeout - TIMEOUT_MARGIN)):
+        async with asyncio.timeout(deadline(res.settings.job_timeout)):
             yield
     except EmbeddingRejected as exc:
         await fail_task(res, task_id, namespace, memory_id, exc.message)

@@ -74,7 +74,8 @@ class ThreadedServer:
     def __init__(self, app, port: int | None = None) -> None:
         self.port = port or free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None,
-                                access_log=False, lifespan="on", ws="none")
+                                access_log=False, lifespan="on", ws="none",
+                                timeout_graceful_shutdown=1)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

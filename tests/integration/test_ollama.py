@@ -1,0 +1,141 @@
+"""The Ollama client against a real HTTP server that speaks Ollama's /api/embed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from services.mcp import front as ops
+from shared import tasks
+from shared.embed_ollama import OllamaEmbedder
+from shared.errors import EmbeddingRejected, EmbeddingUnavailable
+from shared.validation import decode_add_memory
+from tests.conftest import make_settings
+from tests.support.graph import stored
+from tests.support.workers import run_workers
+
+
+async def test_batches_run_32_at_a_time(fake_ollama):
+    fake_ollama.latency = 0.2
+    embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", concurrency=32, batch=4)
+    texts = [f"text {i}" for i in range(64 * 4)]  # 64 requests of 4 texts
+    try:
+        started = time.perf_counter()
+        vectors = await embedder.embed(texts)
+        elapsed = time.perf_counter() - started
+    finally:
+        await embedder.aclose()
+    assert vectors.shape == (256, 768)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert fake_ollama.requests == 64 and fake_ollama.max_in_flight == 32
+    assert elapsed < 64 * 0.2 / 4  # far from serial; two waves of 32 take ~0.4 s
+    again = OllamaEmbedder(fake_ollama.url, "nomic-embed-text")
+    try:
+        assert np.allclose((await again.embed(["text 7"]))[0], vectors[7], atol=1e-6)
+    finally:
+        await again.aclose()
+
+
+async def test_retries_503_then_succeeds(fake_ollama):
+    fake_ollama.fail_statuses = [503, 503]
+    embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", retries=3)
+    try:
+        vectors = await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert vectors.shape == (1, 768) and fake_ollama.requests == 3
+
+
+async def test_gives_up_after_retries_with_a_retryable_error(fake_ollama):
+    fake_ollama.fail_statuses = [500] * 10
+    embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", retries=2)
+    try:
+        with pytest.raises(EmbeddingUnavailable, match=r"HTTP 500\) after 3 attempts"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert fake_ollama.requests == 3
+
+
+async def test_timeouts_and_refused_connections_are_retryable(fake_ollama):
+    fake_ollama.hang = True
+    embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", retries=1, timeout=0.3)
+    try:
+        with pytest.raises(EmbeddingUnavailable, match="timed out"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    closed = OllamaEmbedder("http://127.0.0.1:9", "nomic-embed-text", retries=1)
+    try:
+        with pytest.raises(EmbeddingUnavailable, match="cannot connect"):
+            await closed.embed(["hello"])
+    finally:
+        await closed.aclose()
+
+
+async def test_missing_model_says_to_pull_it(fake_ollama):
+    embedder = OllamaEmbedder(fake_ollama.url, "mxbai-embed-large", retries=3)
+    try:
+        with pytest.raises(EmbeddingRejected) as info:
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert "run `ollama pull mxbai-embed-large`" in info.value.message
+    assert fake_ollama.requests == 1  # a 4xx is not retried
+
+
+async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis):
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, ollama_retries=0,
+                             max_tries=5)
+    from services.mcp.front import Front
+
+    fake_ollama.fail_statuses = [503]
+    front = Front(settings)
+    try:
+        receipt = await ops.add_memory(front, decode_add_memory("outage note", None, None))
+    finally:
+        await front.aclose()
+    worker_run = run_workers(settings)
+    import asyncio
+
+    runner = asyncio.ensure_future(worker_run)
+    message = ""
+    for _ in range(100):
+        record = await tasks.get_task(aredis, receipt.task_id)
+        message = record.message
+        if message.startswith("waiting: "):
+            break
+        await asyncio.sleep(0.05)
+    await runner
+    assert message.startswith("waiting: Ollama at http://127.0.0.1:") and "HTTP 503" in message
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert (record.state, record.attempts) == ("done", 2)
+    assert (await stored(settings))["ready"] == 1
+
+
+async def test_model_mismatch_fails_the_task_and_stores_nothing(falkordb_url, fake_ollama,
+                                                               aredis):
+    from services.mcp.front import Front
+
+    onnx = make_settings(falkordb_url)
+    ollama = make_settings(falkordb_url, ollama_url=fake_ollama.url)
+    front = Front(onnx)
+    try:
+        await ops.add_memory(front, decode_add_memory("built with MiniLM", None, None))
+        await run_workers(onnx)
+        receipt = await ops.add_memory(front, decode_add_memory("embedded by Ollama", None,
+                                                                None))
+        await run_workers(ollama)
+        record = await tasks.get_task(aredis, receipt.task_id)
+        assert record.state == "failed"
+        assert record.error.startswith(
+            "namespace 'default' holds vectors of onnx:all-MiniLM-L6-v2-int8 (384-d) but this "
+            "process embeds with ollama:nomic-embed-text (768-d)")
+        assert (await stored(onnx))["memories"] == 1
+        retry = await ops.add_memory(front, decode_add_memory("embedded by Ollama", None,
+                                                              None))
+        assert not retry.duplicate  # a failed ingest frees the text to be added again
+    finally:
+        await front.aclose()

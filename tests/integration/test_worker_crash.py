@@ -1,0 +1,61 @@
+"""A worker SIGKILLed in the middle of a document; another worker finishes it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from shared import tasks
+from shared.validation import decode_add_memory
+from tests.conftest import make_settings
+from tests.support.graph import stored
+from tests.support.servers import kill
+from tests.support.workers import run_workers
+
+DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in winter."
+                    for i in range(120))
+
+
+async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url, fake_ollama,
+                                                                   aredis):
+    fake_ollama.latency = 0.25
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
+                             chunk_tokens=48, chunk_overlap=8, max_jobs=1, job_timeout=8,
+                             embed_batch=1)
+    front = Front(settings)
+    try:
+        receipt = await ops.add_memory(front, decode_add_memory(DOCUMENT, None, None))
+    finally:
+        await front.aclose()
+
+    env = {**os.environ, **settings.to_env()}
+    with tempfile.TemporaryFile() as log:
+        worker = subprocess.Popen([sys.executable, "-m", "workers"], env=env, stdout=log,
+                                  stderr=log)
+        try:
+            record = await tasks.get_task(aredis, receipt.task_id)
+            for _ in range(600):
+                record = await tasks.get_task(aredis, receipt.task_id)
+                if record.total > 1 and record.done >= 3:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            kill(worker)
+        assert record.total > 10 and 3 <= record.done < record.total, record
+
+    await run_workers(settings, timeout=180)  # waits out the killed job's in-progress key
+
+    record = await tasks.get_task(aredis, receipt.task_id)
+    counts = await stored(settings)
+    assert (record.state, record.done) == ("done", record.total)
+    assert counts["memories"] == counts["ready"] == 1
+    assert counts["chunks"] == counts["has_chunk"] == counts["next"] + 1
+    assert counts["orphan_chunks"] == 0
+    from shared.chunking import Chunker
+
+    assert counts["chunks"] == len(Chunker(48, 8).split(DOCUMENT))
