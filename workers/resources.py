@@ -14,8 +14,8 @@ from arq.connections import ArqRedis
 from shared.chunking import Chunker
 from shared.embed import Embedder, make_embedder
 from shared.graphstore import GraphStore
-from shared.tasks import WORKER_KEY, WORKER_TTL
 from shared.settings import Settings
+from shared.tasks import WORKER_KEY, WORKER_TTL
 
 log = logging.getLogger(__name__)
 

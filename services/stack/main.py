@@ -18,8 +18,13 @@ from pathlib import Path
 
 import httpx
 
-from services.stack.falkordb import default_dir, ensure_binaries, port_free, start_server, \
-    stop_process
+from services.stack.falkordb import (
+    default_dir,
+    ensure_binaries,
+    port_free,
+    start_server,
+    stop_process,
+)
 from shared.settings import Settings
 
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up

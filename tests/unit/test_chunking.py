@@ -23,7 +23,8 @@ def test_chunks_fit_the_token_budget_and_overlap(chunker):
     chunks = chunker.split(TEXT)
     assert all(0 < c.tokens <= chunker.capacity for c in chunks)
     assert chunker.capacity == 62  # room for [CLS] and [SEP]
-    overlapping = sum(1 for a, b in zip(chunks, chunks[1:]) if b.char_start < a.char_end)
+    overlapping = sum(1 for a, b in zip(chunks, chunks[1:], strict=False)
+                      if b.char_start < a.char_end)
     assert overlapping >= len(chunks) // 2
     covered = chunks[-1].char_end - chunks[0].char_start
     assert covered >= len(TEXT.strip()) - 1

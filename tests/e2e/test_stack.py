@@ -1,0 +1,129 @@
+"""The stack as the README starts it (`zapomni up`), driven by fastmcp's client over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from services.stack.falkordb import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+
+
+def load_passages(count: int) -> list[dict]:
+    with SCIFACT.open() as lines:
+        docs = [json.loads(line) for _, line in zip(range(count), lines, strict=False)]
+    return [{"id": d["_id"], "text": f"{d['title']}\n\n{d['text']}"} for d in docs]
+
+
+class Stack:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.ports = {"--mcp-port": free_port(), "--query-port": free_port(),
+                      "--falkordb-port": free_port()}
+        self.process: subprocess.Popen | None = None
+        self.output = data_dir / "zapomni-up.out"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['--mcp-port']}/mcp"
+
+    def start(self) -> None:
+        command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", "2",
+                   "--data-dir", str(self.data_dir)]
+        for flag, port in self.ports.items():
+            command += [flag, str(port)]
+        seen = self.output.read_text().count("Zapomni is up.") if self.output.exists() else 0
+        with self.output.open("ab") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=out)
+        deadline = time.monotonic() + 180
+        while self.output.read_text().count("Zapomni is up.") == seen:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"zapomni up did not start:\n{self.output.read_text()}")
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+
+@pytest.fixture
+def stack(tmp_path):
+    stack = Stack(tmp_path)
+    yield stack
+    if stack.process is not None and stack.process.poll() is None:
+        stack.process.kill()
+        stack.process.wait()
+
+
+async def wait_done(client: Client, task_ids: list[str], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    pending = set(task_ids)
+    while pending:
+        for task_id in list(pending):
+            status = (await client.call_tool("graph_status", {"task_id": task_id})).data
+            assert status["state"] not in ("failed", "cancelled"), status
+            if status["state"] == "done":
+                pending.discard(task_id)
+        assert time.monotonic() < deadline, f"{len(pending)} tasks not done"
+        await asyncio.sleep(0.3)
+
+
+async def top_hit(client: Client, query: str) -> str | None:
+    found = (await client.call_tool("search_memory", {"query": query, "limit": 5})).data
+    return found["results"][0]["memory_id"] if found["results"] else None
+
+
+def first_sentence(text: str) -> str:
+    body = text.split("\n\n", 1)[1]
+    return body.split(". ")[0][:300]
+
+
+async def test_add_search_delete_restart(stack):
+    passages = load_passages(50)
+    stack.start()
+    async with Client(stack.url) as client:
+        receipts = [(await client.call_tool("add_memory", {
+            "text": p["text"], "metadata": {"source": "scifact", "doc": p["id"]}})).data
+            for p in passages]
+        await wait_done(client, [r["task_id"] for r in receipts])
+        probes = [0, 7, 19, 33, 48]
+        for i in probes:
+            assert await top_hit(client, first_sentence(passages[i]["text"])) == \
+                receipts[i]["memory_id"], passages[i]["id"]
+
+        victim = probes[0]
+        deleted = (await client.call_tool("delete_memory", {
+            "memory_id": receipts[victim]["memory_id"]})).data
+        await wait_done(client, [deleted["task_id"]])
+        assert await top_hit(client, first_sentence(passages[victim]["text"])) != \
+            receipts[victim]["memory_id"]
+        stats = (await client.call_tool("get_stats", {})).data
+        assert (stats["memories"], stats["workers_alive"]) == (49, 2)
+    assert stack.stop() == 0
+    assert "zapomni: stopped" in stack.output.read_text()
+
+    stack.start()  # same data directory: everything is still there
+    async with Client(stack.url) as client:
+        for i in probes[1:]:
+            assert await top_hit(client, first_sentence(passages[i]["text"])) == \
+                receipts[i]["memory_id"]
+        assert (await client.call_tool("get_stats", {})).data["memories"] == 49
+        again = (await client.call_tool("add_memory", {"text": passages[7]["text"]})).data
+        assert again["duplicate"] and again["memory_id"] == receipts[7]["memory_id"]
+    assert stack.stop() == 0

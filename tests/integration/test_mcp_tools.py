@@ -1,0 +1,164 @@
+"""Every MCP tool through fastmcp's real client, against real Redis/FalkorDB, workers and the
+query service."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fastmcp import Client
+
+from services.mcp.server import build_server
+from shared.settings import Settings
+from tests.conftest import make_settings
+from tests.support.graph import stored
+from tests.support.workers import run_workers
+
+TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
+         "delete_memory", "get_stats"}
+
+
+async def call(client: Client, tool: str, **arguments):
+    return (await client.call_tool(tool, arguments)).data
+
+
+async def error(client: Client, tool: str, **arguments) -> str:
+    result = await client.call_tool(tool, arguments, raise_on_error=False)
+    assert result.is_error
+    return result.content[0].text
+
+
+async def nothing_queued(aredis, settings: Settings) -> bool:
+    return (await aredis.zcard(settings.queue_name) == 0
+            and not await aredis.keys("zapomni:task:*"))
+
+
+@pytest.fixture
+async def client(settings, query_service):
+    async with Client(build_server(settings)) as client:
+        yield client
+
+
+async def test_the_whole_tool_set(client, settings, aredis):
+    assert {t.name for t in await client.list_tools()} == TOOLS
+    added = await call(client, "add_memory", text="Ada Lovelace wrote the first program.",
+                       metadata={"tags": ["history"], "source": "book"}, namespace="notes")
+    assert set(added) == {"memory_id", "task_id", "status", "duplicate", "namespace"}
+    assert (added["status"], added["duplicate"]) == ("queued", False)
+    batch = await call(client, "add_memories", namespace="notes", items=[
+        {"text": "Grace Hopper built the first compiler."},
+        {"text": "Alan Turing described a universal machine.", "metadata": {"tags": ["cs"]}},
+    ])
+    assert [r["duplicate"] for r in batch["results"]] == [False, False]
+    status = await call(client, "graph_status", task_id=added["task_id"])
+    assert (status["state"], status["progress"]) == ("queued", {"done": 0, "total": 1,
+                                                                "percent": 0.0})
+
+    await run_workers(settings)
+
+    status = await call(client, "graph_status", task_id=added["task_id"])
+    assert status["state"] == "done" and status["progress"]["percent"] == 100.0
+    assert status["kind"] == "ingest" and status["seconds"] is not None and status["worker"]
+    found = await call(client, "search_memory", query="who wrote the first program?",
+                       namespace="notes", limit=2)
+    assert len(found["results"]) == 2
+    top = found["results"][0]
+    assert (top["memory_id"], top["tags"], top["source"]) == (added["memory_id"], ["history"],
+                                                              "book")
+    assert 0 < top["score"] <= 1 and top["text"] == "Ada Lovelace wrote the first program."
+    filtered = await call(client, "search_memory", query="machines", namespace="notes",
+                          filters={"tags": ["cs"]})
+    assert [r["text"] for r in filtered["results"]] == [
+        "Alan Turing described a universal machine."]
+    memory = await call(client, "get_memory", memory_id=added["memory_id"], namespace="notes")
+    assert (memory["status"], memory["chunk_count"]) == ("ready", 1)
+    stats = await call(client, "get_stats", namespace="notes")
+    assert (stats["memories"], stats["chunks"], stats["workers_alive"]) == (3, 3, 0)
+
+    deleted = await call(client, "delete_memory", memory_id=added["memory_id"],
+                         namespace="notes")
+    await run_workers(settings)
+    assert (await call(client, "graph_status", task_id=deleted["task_id"]))["state"] == "done"
+    assert "not found" in await error(client, "get_memory", memory_id=added["memory_id"],
+                                      namespace="notes")
+    assert (await stored(settings, "notes"))["memories"] == 2
+
+
+@pytest.mark.parametrize(("tool", "arguments", "message"), [
+    ("add_memory", {"text": "   "}, "text: must not be empty or only whitespace"),
+    ("add_memory", {"text": "a\x00b"}, "text: must not contain NUL characters"),
+    ("add_memory", {"text": "x", "namespace": "Bad NS"}, "namespace: must be 1-64 characters"),
+    ("add_memory", {"text": "x", "metadata": {"created_at": 1}},
+     "metadata: reserved key(s) created_at; rename them"),
+    ("add_memory", {"text": "x", "metadata": {"tags": ["t"] * 101}},
+     "metadata.tags: 101 tags is over the limit of 100"),
+    ("add_memories", {"items": []}, "items: expected a list of 1 to 1000 items"),
+    ("add_memories", {"items": [{"text": "ok"}, {"text": ""}]},
+     "items[1].text: must not be empty"),
+    ("add_memories", {"items": [{"text": "ok", "extra": 1}]},
+     "items[0]: expected an object with 'text' and optional 'metadata'"),
+    ("search_memory", {"query": "x" * 2001}, "query: Expected `str` of length <= 2000"),
+    ("search_memory", {"query": "q", "limit": 0}, "limit: Expected `int` >= 1"),
+    ("search_memory", {"query": "q", "filters": {"color": "red"}},
+     "filters: unknown key(s) color; known: tags, source, after, before"),
+    ("graph_status", {"task_id": "nope"}, "task_id: not a valid id"),
+    ("get_memory", {"memory_id": "mem_123"}, "memory_id: not a valid id"),
+    ("delete_memory", {"memory_id": "../../etc"}, "memory_id: not a valid id"),
+    ("get_stats", {"namespace": "x" * 65}, "namespace: must be 1-64 characters"),
+])
+async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings, aredis,
+                                                                tool, arguments, message):
+    assert (await error(client, tool, **arguments)).startswith(message)
+    assert await nothing_queued(aredis, settings)
+
+
+async def test_wrong_types_are_refused_naming_the_field(client, settings, aredis):
+    text = await error(client, "add_memory", text=5)
+    assert "text" in text and "string" in text
+    assert await nothing_queued(aredis, settings)
+
+
+async def test_unknown_ids_say_not_found(client):
+    assert await error(client, "graph_status", task_id="task_" + "0" * 32) == (
+        f"task task_{'0' * 32} not found (task records are kept 7 days)")
+    assert await error(client, "delete_memory", memory_id="mem_" + "0" * 32) == (
+        f"memory mem_{'0' * 32} not found in namespace 'default'")
+
+
+async def test_internal_errors_are_masked(client, aredis):
+    task_id = "task_" + "1" * 32
+    await aredis.hset(f"zapomni:task:{task_id}", mapping={"task_id": task_id, "kind": "x",
+                                                          "namespace": "n", "done": "lots"})
+    message = await error(client, "graph_status", task_id=task_id)
+    assert message == "Error calling tool 'graph_status'"
+
+
+async def test_full_queue_refuses_with_a_retryable_error(falkordb_url, aredis):
+    settings = make_settings(falkordb_url, max_queue_depth=2)
+    async with Client(build_server(settings)) as client:
+        await call(client, "add_memory", text="first")
+        await call(client, "add_memory", text="second")
+        message = await error(client, "add_memory", text="third")
+        batch = await error(client, "add_memories", items=[{"text": "fourth"}])
+    assert message.startswith("temporarily unavailable: the ingest queue is full (2 jobs, "
+                              "limit 2); nothing was stored. Retry in ~30 seconds")
+    assert batch.startswith("temporarily unavailable: the ingest queue is full")
+    assert await aredis.zcard(settings.queue_name) == 2
+    assert len(await aredis.keys("zapomni:task:*")) == 2
+
+
+async def test_redis_or_query_service_down_is_a_retryable_error_not_a_hang(falkordb_url):
+    from services.stack.falkordb import free_port
+
+    settings = make_settings(falkordb_url, redis_url=f"redis://127.0.0.1:{free_port()}/0",
+                             query_url=f"http://127.0.0.1:{free_port()}", request_timeout=2.0)
+    async with Client(build_server(settings)) as client:
+        async with asyncio.timeout(20):
+            add = await error(client, "add_memory", text="hello")
+            status = await error(client, "graph_status", task_id="task_" + "2" * 32)
+            search = await error(client, "search_memory", query="hello")
+    assert add == ("temporarily unavailable: the queue (Redis) is unreachable; nothing was "
+                   "stored. Retry in a few seconds")
+    assert status == add
+    assert search == ("temporarily unavailable: the query service is unreachable (is "
+                      "zapomni-query running?); retry in a few seconds")
