@@ -7,6 +7,7 @@ point each process at real servers.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 
@@ -80,6 +81,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SystemExit(f"zapomni: bad setting: {_env_name(exc)}") from None
+
+    def check_mcp_bind(self) -> None:
+        """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN."""
+        host = self.mcp_host
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback and not self.mcp_token:
+            raise SystemExit(
+                f"zapomni: refusing to serve MCP on {host} without a token. Set "
+                "ZAPOMNI_MCP_TOKEN to a long random string (clients send it as a bearer "
+                "token), or bind to 127.0.0.1.")
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""

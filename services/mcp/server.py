@@ -7,7 +7,6 @@ anything else is masked by fastmcp (``mask_error_details``) and logged here.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -75,18 +74,8 @@ def shape_task(record: TaskRecord) -> dict[str, Any]:
 
 
 def check_auth(settings: Settings):
-    """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN."""
-    host = settings.mcp_host
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
+    settings.check_mcp_bind()
     if not settings.mcp_token:
-        if not loopback:
-            raise SystemExit(
-                f"zapomni-mcp: refusing to listen on {host} without a token. Set "
-                "ZAPOMNI_MCP_TOKEN to a long random string (clients send it as a bearer "
-                "token), or bind to 127.0.0.1.")
         return None
     from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 

@@ -147,6 +147,7 @@ def up(args: argparse.Namespace) -> int:
         query_url=f"http://127.0.0.1:{args.query_port}", query_host="127.0.0.1",
         query_port=args.query_port, mcp_port=args.mcp_port, mcp_host=args.host,
         data_dir=str(data_dir))
+    settings.check_mcp_bind()
     for port, flag in ((args.query_port, "--query-port"), (args.mcp_port, "--mcp-port")):
         if not port_free(port):
             raise SystemExit(f"zapomni: port {port} is in use; pass {flag} with another port")

@@ -48,3 +48,17 @@ def test_settings_from_environment():
     assert Settings.from_env(s.to_env()) == s
     with pytest.raises(SystemExit, match="ZAPOMNI_MCP_PORT: Expected `int`"):
         Settings.from_env({"ZAPOMNI_MCP_PORT": "eighty"})
+
+
+@pytest.mark.parametrize(("host", "token", "allowed"), [
+    ("127.0.0.1", "", True), ("localhost", "", True), ("::1", "", True),
+    ("0.0.0.0", "", False), ("192.168.1.5", "", False), ("example.org", "", False),
+    ("0.0.0.0", "s3cret-token", True),
+])
+def test_mcp_beyond_loopback_needs_a_token(host, token, allowed):
+    settings = Settings(mcp_host=host, mcp_token=token)
+    if allowed:
+        settings.check_mcp_bind()
+    else:
+        with pytest.raises(SystemExit, match="without a token. Set ZAPOMNI_MCP_TOKEN"):
+            settings.check_mcp_bind()
