@@ -6,10 +6,19 @@ from __future__ import annotations
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
-from shared.embed_onnx import load_tokenizer
+from shared.embed_onnx import MAX_TOKENS, load_tokenizer
 from shared.messages import ChunkSpan
+from shared.settings import Settings
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded
+
+
+def chunk_budget(settings: Settings) -> int:
+    """Chunk size in tokens: the setting, but never more than the in-process model reads
+    (it would silently embed only the first 256 tokens of a longer chunk)."""
+    if settings.ollama_url:
+        return settings.chunk_tokens
+    return min(settings.chunk_tokens, MAX_TOKENS)
 
 
 class Chunker:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from arq.connections import ArqRedis
 
-from shared.chunking import Chunker
+from shared.chunking import Chunker, chunk_budget
 from shared.embed import Embedder, make_embedder
 from shared.graphstore import GraphStore
 from shared.settings import Settings
@@ -46,7 +46,7 @@ async def open_resources(ctx: dict, settings: Settings) -> None:
         redis=ctx["redis"],
         store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
         embedder=embedder,
-        chunker=Chunker(settings.chunk_tokens, settings.chunk_overlap),
+        chunker=Chunker(chunk_budget(settings), settings.chunk_overlap),
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res

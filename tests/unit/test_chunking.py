@@ -43,3 +43,12 @@ def test_tokenizer_truncation_is_off_so_large_texts_split():
 def test_short_text_is_one_chunk(chunker):
     chunks = chunker.split("just a note")
     assert [(c.text, c.char_start, c.char_end) for c in chunks] == [("just a note", 0, 11)]
+
+
+def test_chunks_never_exceed_what_the_in_process_model_reads():
+    from shared.chunking import chunk_budget
+    from shared.settings import Settings
+
+    assert chunk_budget(Settings(chunk_tokens=512)) == 256
+    assert chunk_budget(Settings(chunk_tokens=128)) == 128
+    assert chunk_budget(Settings(chunk_tokens=512, ollama_url="http://o:11434")) == 512
