@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 
 from services.stack.falkordb import free_port
 
@@ -50,6 +51,13 @@ class Stack:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"zapomni up did not start:\n{self.output.read_text()}")
             time.sleep(0.2)
+
+    def stdio_front(self) -> StdioTransport:
+        """The stdio front against this stack, configured as the printed snippet says."""
+        env = {"ZAPOMNI_REDIS_URL": f"redis://127.0.0.1:{self.ports['--falkordb-port']}/0",
+               "ZAPOMNI_QUERY_URL": f"http://127.0.0.1:{self.ports['--query-port']}"}
+        return StdioTransport(command=str(Path(sys.executable).parent / "zapomni-mcp"),
+                              args=["--stdio"], env=env)
 
     def stop(self) -> int:
         assert self.process is not None
@@ -126,4 +134,7 @@ async def test_add_search_delete_restart(stack):
         assert (await client.call_tool("get_stats", {})).data["memories"] == 49
         again = (await client.call_tool("add_memory", {"text": passages[7]["text"]})).data
         assert again["duplicate"] and again["memory_id"] == receipts[7]["memory_id"]
+    async with Client(stack.stdio_front()) as client:  # as Claude Desktop runs it
+        assert await top_hit(client, first_sentence(passages[19]["text"])) == \
+            receipts[19]["memory_id"]
     assert stack.stop() == 0
