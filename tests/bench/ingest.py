@@ -1,0 +1,107 @@
+"""Ingest benchmark: SciFact abstracts through the real queue and worker processes.
+
+    ./dev bench ingest [--docs 300] [--workers 1 2]
+
+Starts a FalkorDB server, adds the documents through the front's code path (validation,
+task record, enqueue), starts N worker processes and waits until every task is done. Prints
+a table and writes JSON to tests/bench/results/ingest.json. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from shared import tasks
+from shared.settings import Settings
+from shared.validation import decode_add_memory
+from tests.support.graph import stored
+from tests.support.servers import falkordb_process
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+
+
+def load(count: int) -> list[str]:
+    with SCIFACT.open() as lines:
+        return [f"{d['title']}\n\n{d['text']}" for d in
+                (json.loads(line) for _, line in zip(range(count), lines, strict=False))]
+
+
+async def run_once(url: str, texts: list[str], workers: int) -> dict:
+    import redis.asyncio
+
+    settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
+                                 max_queue_depth=1_000_000)
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    await client.flushall()
+    front = Front(settings)
+    latencies = []
+    receipts = []
+    for text in texts:
+        started = time.perf_counter()
+        receipts.append(await ops.add_memory(front, decode_add_memory(text, None, None)))
+        latencies.append(time.perf_counter() - started)
+    await front.aclose()
+    env = {**os.environ, **settings.to_env(), "ZAPOMNI_ONNX_THREADS": str(max(1, 2 // workers))}
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "workers"], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(workers)]
+    try:
+        pending = {r.task_id for r in receipts}
+        while pending:
+            for task_id in list(pending):
+                record = await tasks.get_task(client, task_id)
+                if record.state in ("done", "failed"):
+                    pending.discard(task_id)
+            await asyncio.sleep(0.2)
+        elapsed = time.perf_counter() - started
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+    chunks = (await stored(settings))["chunks"]
+    await client.aclose()
+    latencies.sort()
+    return {
+        "workers": workers, "docs": len(texts), "chunks": chunks,
+        "seconds": round(elapsed, 2), "docs_per_s": round(len(texts) / elapsed, 1),
+        "chunks_per_s": round(chunks / elapsed, 1),
+        "enqueue_p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "enqueue_p95_ms": round(latencies[int(len(latencies) * 0.95)] * 1000, 2),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--docs", type=int, default=300)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    texts = load(args.docs)
+    rows = []
+    with falkordb_process() as url:
+        for n in args.workers:
+            rows.append(await run_once(url, texts, n))
+    header = ["workers", "docs", "chunks", "seconds", "docs_per_s", "chunks_per_s",
+              "enqueue_p50_ms", "enqueue_p95_ms"]
+    print(" | ".join(header))
+    for row in rows:
+        print(" | ".join(str(row[h]) for h in header))
+    out = ROOT / "tests" / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ingest.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
