@@ -11,6 +11,7 @@ import random
 import httpx
 import numpy as np
 
+from shared import metrics
 from shared.errors import EmbeddingRejected, EmbeddingUnavailable
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,12 @@ class OllamaEmbedder:
 
     async def _embed_batch(self, batch: list[str]) -> np.ndarray:
         async with self._sem:
-            body = await self._post_with_retries({"model": self.model, "input": batch})
+            metrics.EMBED_IN_FLIGHT.inc()
+            try:
+                with metrics.EMBED_REQUEST_SECONDS.time():
+                    body = await self._post_with_retries({"model": self.model, "input": batch})
+            finally:
+                metrics.EMBED_IN_FLIGHT.dec()
         vectors = np.asarray(body.get("embeddings", []), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(batch):
             raise EmbeddingRejected(

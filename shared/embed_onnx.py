@@ -11,6 +11,8 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from shared import metrics
+
 MODEL_NAME = "onnx:all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 MAX_TOKENS = 256  # the model was trained with 256-token inputs
@@ -64,6 +66,14 @@ class OnnxEmbedder:
         return out
 
     def _run(self, texts: list[str]) -> np.ndarray:
+        metrics.EMBED_IN_FLIGHT.inc()
+        try:
+            with metrics.EMBED_REQUEST_SECONDS.time():
+                return self._infer(texts)
+        finally:
+            metrics.EMBED_IN_FLIGHT.dec()
+
+    def _infer(self, texts: list[str]) -> np.ndarray:
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)

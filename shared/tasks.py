@@ -3,7 +3,7 @@
     zapomni:task:{task_id}          hash: a TaskRecord; expires after task_ttl_days
     zapomni:tasks:{ns}:{state}      sorted set of task ids by last change, for counts
     zapomni:mem:{ns}:{memory_id}    the ingest task that owns a memory (dedupe of adds)
-    zapomni:parts:{task_id}         set of finished part numbers of a fanned-out ingest
+    zapomni:parts:{task_id}         hash: finished part number -> worker that wrote it
     zapomni:worker:{worker_id}      present while that worker lives (expires WORKER_TTL s)
 
 Every write here is idempotent: a job that runs twice records the same thing twice.
@@ -41,6 +41,10 @@ return 0
 
 def task_key(task_id: str) -> str:
     return TASK_KEY + task_id
+
+
+def parts_key(task_id: str) -> str:
+    return f"zapomni:parts:{task_id}"
 
 
 def memory_key(namespace: str, memory_id: str) -> str:
@@ -102,16 +106,22 @@ async def update_task(redis: Redis, task_id: str, namespace: str, **fields: Any)
         await pipe.execute()
 
 
-async def finish_part(redis: Redis, task_id: str, part: int, ttl: int) -> int:
-    """Record part ``part`` as written; return how many distinct parts are written."""
-    key = f"zapomni:parts:{task_id}"
+async def finish_part(redis: Redis, task_id: str, part: int, worker: str, ttl: int) -> int:
+    """Record part ``part`` as written (and by which worker); return how many distinct parts
+    are written."""
+    key = parts_key(task_id)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.sadd(key, part)
+        pipe.hset(key, str(part), worker)
         pipe.expire(key, ttl)
-        pipe.scard(key)
+        pipe.hlen(key)
         _, _, done = await pipe.execute()
     await redis.hset(task_key(task_id), mapping={"done": done, "heartbeat_at": time.time()})
     return int(done)
+
+
+async def part_workers(redis: Redis, task_id: str) -> dict[int, str]:
+    raw = await redis.hgetall(parts_key(task_id))
+    return {int(k): v.decode() for k, v in raw.items()}
 
 
 async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
@@ -142,3 +152,13 @@ async def workers_alive(redis: Redis) -> int:
     async for _ in redis.scan_iter(match=WORKER_KEY + "*", count=500):
         count += 1
     return count
+
+
+async def task_totals(redis: Redis) -> dict[str, int]:
+    """Tasks by state over every namespace."""
+    totals = dict.fromkeys(TASK_STATES, 0)
+    async for key in redis.scan_iter(match="zapomni:tasks:*", count=500):
+        state = key.decode().rsplit(":", 1)[1]
+        if state in totals:
+            totals[state] += int(await redis.zcard(key))
+    return totals

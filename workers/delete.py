@@ -9,6 +9,7 @@ import msgspec
 
 from shared import tasks
 from shared.messages import DeleteJob
+from shared.queue import DELETE
 from workers.ingest import start_task
 from workers.outcome import task_outcome
 from workers.resources import resources
@@ -18,7 +19,7 @@ from workers.store import delete_memory_graph
 async def delete_memory(ctx: dict, payload: dict) -> str:
     job = msgspec.convert(payload, DeleteJob)
     res = resources(ctx)
-    async with task_outcome(ctx, job.task_id, job.namespace, job.memory_id):
+    async with task_outcome(ctx, DELETE, job.task_id, job.namespace, job.memory_id):
         await start_task(res, ctx, job.task_id, job.namespace)
         owner = await tasks.owner_task(res.redis, job.namespace, job.memory_id)
         if owner is not None:

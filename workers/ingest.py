@@ -15,11 +15,11 @@ import time
 
 import msgspec
 
-from shared import tasks
+from shared import metrics, tasks
 from shared.errors import EmbeddingRejected
 from shared.graphstore import prepare_namespace
 from shared.messages import ChunkSpan, IngestJob, PartJob
-from shared.queue import enqueue_part
+from shared.queue import EMBED_PART, INGEST, enqueue_part
 from workers.outcome import task_outcome
 from workers.resources import Resources, resources
 from workers.store import link_chunks, mark_ready, write_chunks, write_memory
@@ -30,11 +30,13 @@ log = logging.getLogger(__name__)
 async def ingest_memory(ctx: dict, payload: dict) -> str:
     job = msgspec.convert(payload, IngestJob)
     res = resources(ctx)
-    async with task_outcome(ctx, job.task_id, job.namespace, job.memory_id):
+    async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
         if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
+            run.outcome = "cancelled"
             return "cancelled"
         await start_task(res, ctx, job.task_id, job.namespace)
-        chunks = await asyncio.to_thread(res.chunker.split, job.text)
+        with metrics.STAGE_SECONDS.labels("chunk").time():
+            chunks = await asyncio.to_thread(res.chunker.split, job.text)
         parts = split_parts(chunks, res.settings.part_chunks)
         await tasks.update_task(res.redis, job.task_id, job.namespace, total=len(parts),
                                 message=f"{len(chunks)} chunks in {len(parts)} part(s)")
@@ -56,8 +58,9 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
 async def embed_part(ctx: dict, payload: dict) -> str:
     job = msgspec.convert(payload, PartJob)
     res = resources(ctx)
-    async with task_outcome(ctx, job.task_id, job.namespace, job.memory_id):
+    async with task_outcome(ctx, EMBED_PART, job.task_id, job.namespace, job.memory_id) as run:
         if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
+            run.outcome = "cancelled"
             return "cancelled"
         await start_task(res, ctx, job.task_id, job.namespace)
         return await embed_and_write(res, job)
@@ -66,7 +69,8 @@ async def embed_part(ctx: dict, payload: dict) -> str:
 
 async def embed_and_write(res: Resources, job: PartJob) -> str:
     started = time.perf_counter()
-    vectors = await res.embedder.embed([c.text for c in job.chunks])
+    with metrics.STAGE_SECONDS.labels("embed").time():
+        vectors = await res.embedder.embed([c.text for c in job.chunks])
     dim = await res.embedder.dimension()
     if vectors.shape != (len(job.chunks), dim):
         raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
@@ -74,10 +78,13 @@ async def embed_and_write(res: Resources, job: PartJob) -> str:
     embedded = time.perf_counter()
     graph = res.store.graph(job.namespace)
     await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
-    await write_chunks(graph, job.memory_id, job.chunks, vectors)
+    with metrics.STAGE_SECONDS.labels("write").time():
+        await write_chunks(graph, job.memory_id, job.chunks, vectors)
+    metrics.CHUNKS_EMBEDDED.inc(len(job.chunks))
     log.info("part %d/%d of %s: %d chunks, embed %.2fs, write %.2fs", job.part + 1, job.parts,
              job.memory_id, len(job.chunks), embedded - started, time.perf_counter() - embedded)
-    done = await tasks.finish_part(res.redis, job.task_id, job.part, res.task_ttl)
+    done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
+                                   res.task_ttl)
     if done >= job.parts:
         await finish_memory(res, job)
         return "done"
@@ -87,8 +94,9 @@ async def embed_and_write(res: Resources, job: PartJob) -> str:
 async def finish_memory(res: Resources, job: PartJob) -> None:
     """The last part landed: link the chunks in order and make the memory searchable."""
     graph = res.store.graph(job.namespace)
-    await link_chunks(graph, job.memory_id, job.chunk_count)
-    await mark_ready(graph, job.memory_id)
+    with metrics.STAGE_SECONDS.labels("finish").time():
+        await link_chunks(graph, job.memory_id, job.chunk_count)
+        await mark_ready(graph, job.memory_id)
     await tasks.update_task(res.redis, job.task_id, job.namespace, state="done",
                             done=job.parts, finished_at=time.time(),
                             message=f"searchable: {job.chunk_count} chunks", error="")

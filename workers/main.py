@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
+import socket
+import sys
 
 from arq.worker import Worker, func
+from prometheus_client import start_http_server
 
 from shared.logs import configure_logging
 from shared.queue import DELETE, EMBED_PART, INGEST, connect_queue, deserialize, serialize
 from shared.settings import Settings
+from shared.tasks import WORKER_KEY
 from workers.delete import delete_memory
 from workers.ingest import embed_part, ingest_memory
 from workers.resources import close_resources, open_resources
@@ -41,12 +46,39 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
     )
 
 
+async def alive_here(settings: Settings) -> bool:
+    """A worker on this host has a live heartbeat (for container health checks)."""
+    redis = connect_queue(settings)
+    try:
+        async for _ in redis.scan_iter(match=f"{WORKER_KEY}{socket.gethostname()}-*"):
+            return True
+        return False
+    finally:
+        await redis.aclose()
+
+
+def serve_metrics(settings: Settings) -> None:
+    if not settings.worker_metrics_port:
+        return
+    try:
+        start_http_server(settings.worker_metrics_port, addr=settings.worker_metrics_host)
+    except OSError as exc:
+        raise SystemExit(f"zapomni-worker: cannot serve metrics on port "
+                         f"{settings.worker_metrics_port} ({exc.strerror}); set "
+                         "ZAPOMNI_WORKER_METRICS_PORT to a free port, or 0") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zapomni-worker", description=__doc__)
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 0 if a worker on this host is alive, else 1")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
+    if args.check:
+        sys.exit(0 if asyncio.run(alive_here(settings)) else 1)
     configure_logging("worker", settings.log_level)
+    serve_metrics(settings)
     make_worker(settings, burst=args.burst).run()
 
 

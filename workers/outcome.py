@@ -12,11 +12,12 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import redis.exceptions
 from arq.worker import Retry
 
-from shared import tasks
+from shared import metrics, tasks
 from shared.errors import EmbeddingRejected, ZapomniError
 from workers.resources import Resources, resources
 from workers.store import delete_memory_graph
@@ -30,26 +31,44 @@ def deadline(job_timeout: int) -> float:
     return job_timeout - min(5.0, job_timeout * 0.1)
 
 
+@dataclass
+class JobRun:
+    """What became of one run of a job; counted in zapomni_jobs_total."""
+
+    outcome: str = "done"  # done, cancelled, retry, failed
+
+
 @asynccontextmanager
-async def task_outcome(ctx: dict, task_id: str, namespace: str,
-                       memory_id: str) -> AsyncIterator[None]:
+async def task_outcome(ctx: dict, job: str, task_id: str, namespace: str,
+                       memory_id: str) -> AsyncIterator[JobRun]:
     res = resources(ctx)
+    run = JobRun()
+    started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline(res.settings.job_timeout)):
-            yield
+            yield run
     except EmbeddingRejected as exc:
+        run.outcome = "failed"
         await fail_task(res, task_id, namespace, memory_id, exc.message)
-    except ZapomniError as exc:
-        await retry_or_fail(res, ctx, task_id, namespace, memory_id, exc.message)
-    except TimeoutError:
-        await retry_or_fail(res, ctx, task_id, namespace, memory_id,
-                            f"the job ran over {res.settings.job_timeout}s")
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-        await retry_or_fail(res, ctx, task_id, namespace, memory_id, "Redis is unreachable")
-    except Exception:
-        log.exception("task %s: unexpected error", task_id)
-        await retry_or_fail(res, ctx, task_id, namespace, memory_id,
-                            "internal error (details in the worker's log)")
+    except Exception as exc:
+        run.outcome = "retry"
+        await retry_or_fail(res, ctx, task_id, namespace, memory_id, transient_reason(exc))
+        run.outcome = "failed"
+    finally:
+        metrics.JOBS.labels(job, run.outcome).inc()
+        metrics.JOB_SECONDS.labels(job).observe(time.perf_counter() - started)
+
+
+def transient_reason(exc: Exception) -> str:
+    """What a retried task says it waits for."""
+    if isinstance(exc, ZapomniError):
+        return exc.message
+    if isinstance(exc, TimeoutError):
+        return "the job ran over its time limit"
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return "Redis is unreachable"
+    log.error("unexpected error in a job", exc_info=exc)
+    return "internal error (details in the worker's log)"
 
 
 async def retry_or_fail(res: Resources, ctx: dict, task_id: str, namespace: str,
