@@ -23,6 +23,12 @@ class QueryClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def healthy(self) -> bool:
+        try:
+            return (await self._client.get("/healthz")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     async def call(self, path: str, body: msgspec.Struct, kind: type[T]) -> T:
         try:
             response = await self._client.post(

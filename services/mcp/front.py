@@ -11,7 +11,7 @@ from typing import TypeVar
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import tasks
+from shared import metrics, tasks
 from shared.errors import NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
@@ -78,6 +78,7 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     except Unavailable:
         await _forget_claim(front, record)
         raise
+    metrics.ENQUEUE_SECONDS.observe(time.time() - now)
     return AddReceipt(memory_id=mid, task_id=record.task_id, status="queued", duplicate=False,
                       namespace=memory.namespace)
 
@@ -133,3 +134,13 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
     await redis_call(front, enqueue_delete(front.redis, front.settings, job))
     return DeleteReceipt(memory_id=ref.memory_id, task_id=record.task_id, status="queued",
                          namespace=ref.namespace)
+
+
+async def ready(front: Front) -> bool:
+    """Redis answers and so does the query service."""
+    try:
+        async with asyncio.timeout(front.settings.request_timeout):
+            await front.redis.ping()
+    except (redis.exceptions.RedisError, TimeoutError, OSError):
+        return False
+    return await front.query.healthy()

@@ -7,7 +7,9 @@ anything else is masked by fastmcp (``mask_error_details``) and logged here.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -15,12 +17,14 @@ from typing import Any
 import msgspec
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from services.mcp import front as ops
 from services.mcp.front import Front
-from shared.errors import InvalidInput, Overloaded, Unavailable, ZapomniError
+from shared import metrics
+from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
 from shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest, TaskRecord
 from shared.settings import Settings
 from shared.validation import (
@@ -40,14 +44,31 @@ and indexed in the background: poll graph_status(task_id) until state is "done")
 search_memory finds the passages that answer a question. Namespaces keep memories apart."""
 
 
+OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
+            (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))
+
+
 @contextlib.contextmanager
-def tool_errors() -> Iterator[None]:
+def tool_call(tool: str) -> Iterator[None]:
+    """Count and time one tool call; ZapomniErrors become ToolErrors with their message."""
+    started = time.perf_counter()
+    outcome = "ok"
     try:
         yield
-    except (Overloaded, Unavailable) as exc:
-        raise ToolError(f"temporarily unavailable: {exc.message}") from None
     except ZapomniError as exc:
+        outcome = next(name for kind, name in OUTCOMES if isinstance(exc, kind))
+        if outcome in ("overloaded", "unavailable"):
+            if tool.startswith("add_"):
+                metrics.REFUSALS.labels(outcome).inc()
+            raise ToolError(f"temporarily unavailable: {exc.message}") from None
         raise ToolError(exc.message) from None
+    except Exception:
+        outcome = "internal"
+        log.exception("tool %s failed", tool)
+        raise
+    finally:
+        metrics.TOOL_CALLS.labels(tool, outcome).inc()
+        metrics.TOOL_SECONDS.labels(tool).observe(time.perf_counter() - started)
 
 
 def plain(value: Any) -> Any:
@@ -96,7 +117,12 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
 
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan,
                   auth=check_auth(settings) if auth else None, mask_error_details=True)
+    add_tools(mcp, live)
+    add_routes(mcp, settings, live)
+    return mcp
 
+
+def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     @mcp.tool
     async def add_memory(text: str, metadata: dict[str, Any] | None = None,
                          namespace: str | None = None) -> dict[str, Any]:
@@ -104,7 +130,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
         task_id; the text becomes searchable when graph_status(task_id) says "done".
         metadata: optional JSON object; "tags" (list of strings) and "source" (string) are
         filterable in search_memory. Adding the same text again is a no-op (duplicate=true)."""
-        with tool_errors():
+        with tool_call("add_memory"):
             memory = decode_add_memory(text, metadata, namespace)
             await ops.check_capacity(live["front"])
             return plain(await ops.add_memory(live["front"], memory))
@@ -115,7 +141,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
         """Remember several texts in one call: items is a list of {"text", "metadata"?}
         (at most 1,000 items, 10,000,000 characters in all). All are validated before any
         is stored; each gets its own memory_id and task_id."""
-        with tool_errors():
+        with tool_call("add_memories"):
             memories = decode_batch(items, namespace)
             return {"results": plain(await ops.add_memories(live["front"], memories))}
 
@@ -123,7 +149,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     async def graph_status(task_id: str) -> dict[str, Any]:
         """State of any task (ingest or delete): queued, running, done, failed or cancelled,
         with progress (done/total parts), timings, the worker, and the error if it failed."""
-        with tool_errors():
+        with tool_call("graph_status"):
             return shape_task(await ops.task_status(live["front"], check_task_id(task_id)))
 
     @mcp.tool
@@ -132,14 +158,14 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
         """Find the stored passages most similar to query (1-2,000 characters). limit: 1-100.
         filters (all optional): {"tags": [..] (any of them), "source": "..",
         "after": "2026-01-01", "before": "2026-02-01T12:00:00Z"}."""
-        with tool_errors():
+        with tool_call("search_memory"):
             request = decode_search(query, limit, filters, namespace)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
     @mcp.tool
     async def get_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """One memory: its full text, metadata, chunk count and status (ready or ingesting)."""
-        with tool_errors():
+        with tool_call("get_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))
             return plain(await live["front"].query.call("/v1/memory", ref, MemoryRecord))
@@ -148,7 +174,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """Delete a memory with its chunks. Returns a task_id; graph_status shows when it is
         done. Afterwards the same text can be added again."""
-        with tool_errors():
+        with tool_call("delete_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))
             return plain(await ops.delete_memory(live["front"], ref))
@@ -157,15 +183,30 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     async def get_stats(namespace: str | None = None) -> dict[str, Any]:
         """Counts for a namespace: memories (searchable and still ingesting), chunks, queue
         depth, workers alive, tasks by state, and the embedding model it was built with."""
-        with tool_errors():
+        with tool_call("get_stats"):
             request = StatsRequest(namespace=check_namespace(namespace))
             return plain(await live["front"].query.call("/v1/stats", request, Stats))
 
+
+def add_routes(mcp: FastMCP, settings: Settings, live: dict[str, Front]) -> None:
     @mcp.custom_route("/healthz", methods=["GET"])
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    return mcp
+    @mcp.custom_route("/readyz", methods=["GET"])
+    async def readyz(request: Request) -> JSONResponse:
+        if await ops.ready(live["front"]):
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "Redis or the query service is not answering"}, 503)
+
+    @mcp.custom_route("/metrics", methods=["GET"])
+    async def metrics_route(request: Request) -> Response:
+        # custom routes are outside fastmcp's auth: with a token set, /metrics asks for it
+        if settings.mcp_token and not hmac.compare_digest(
+                request.headers.get("authorization", ""), f"Bearer {settings.mcp_token}"):
+            return Response("bearer token required\n", 401,
+                            headers={"www-authenticate": "Bearer"})
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 def decode_batch(items: Any, namespace: Any) -> list:

@@ -5,24 +5,29 @@
     POST /v1/stats    StatsRequest  -> Stats
     GET  /healthz     the process is up
     GET  /readyz      FalkorDB and Redis answer
+    GET  /metrics     Prometheus, including the queue and task gauges of the whole system
 Errors: {"kind", "message"} with a status that says whether to retry (429, 503).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
 import redis.asyncio
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from services.query.search import read_memory, read_stats, search_memory
+from shared import metrics, tasks
 from shared.embed import Embedder, make_embedder
 from shared.errors import ZapomniError
 from shared.graphstore import GraphStore
@@ -93,24 +98,55 @@ async def readyz(request: Request) -> Response:
     return json_response({"status": "ready"})
 
 
+async def metrics_route(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def export_system_gauges(state: QueryState, every: float = 5.0) -> None:
+    """Queue depth, oldest job, workers and tasks: exported here, by one process, not by
+    every worker."""
+    while True:
+        try:
+            await update_system_gauges(state.redis, state.settings.queue_name)
+        except Exception as exc:  # Redis away: keep the last values, try again
+            log.warning("could not read queue gauges: %s", type(exc).__name__)
+        await asyncio.sleep(every)
+
+
+async def update_system_gauges(redis, queue_name: str) -> None:
+    now_ms = time.time() * 1000
+    metrics.QUEUE_DEPTH.set(await tasks.queue_depth(redis, queue_name))
+    oldest = await redis.zrangebyscore(queue_name, "-inf", now_ms, start=0, num=1,
+                                       withscores=True)
+    metrics.QUEUE_OLDEST.set((now_ms - oldest[0][1]) / 1000 if oldest else 0)
+    metrics.WORKERS_ALIVE.set(await tasks.workers_alive(redis))
+    for state, count in (await tasks.task_totals(redis)).items():
+        metrics.TASKS.labels(state).set(count)
+
+
 def build_app(settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.query = QueryState(settings)
         await app.state.query.embedder.dimension()
+        exporter = asyncio.create_task(export_system_gauges(app.state.query))
         try:
             yield
         finally:
+            exporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await exporter
             await app.state.query.aclose()
 
     routes = [
         Route("/v1/search", endpoint(SearchRequest, lambda s, b: search_memory(
-            s.store, s.embedder, b)), methods=["POST"]),
+            s.store, s.embedder, s.redis, b)), methods=["POST"]),
         Route("/v1/memory", endpoint(MemoryRef, lambda s, b: read_memory(s.store, b)),
               methods=["POST"]),
         Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(
             s.store, s.redis, s.settings, b)), methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
+        Route("/metrics", metrics_route),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

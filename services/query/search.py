@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import numpy as np
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from shared import cypher, tasks
+from shared import cypher, metrics, tasks
 from shared.embed import Embedder, to_params
 from shared.errors import NotFound
 from shared.graphstore import GraphStore, check_model, namespace_exists, run
@@ -27,6 +32,7 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
 MAX_CANDIDATES = 1000
+QUERY_CACHE_TTL = 7 * 86400
 
 
 def candidate_depth(request: SearchRequest) -> int:
@@ -40,21 +46,44 @@ def filter_params(request: SearchRequest) -> dict[str, Any]:
     return {"tags": f.tags, "source": f.source, "after": f.after, "before": f.before}
 
 
-async def search_memory(store: GraphStore, embedder: Embedder,
+async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                         request: SearchRequest) -> SearchResponse:
+    started = time.perf_counter()
     empty = SearchResponse(namespace=request.namespace, query=request.query, results=[])
     dim = await embedder.dimension()
     if not await check_model(store, request.namespace, embedder.name, dim):
         return empty
-    vector = (await embedder.embed([request.query]))[0:1]
-    params = {**filter_params(request), "vector": to_params(vector)[0], "limit": request.limit}
+    vector = await embed_query(embedder, redis, request.query)
+    params = {**filter_params(request), "vector": to_params(vector[None, :])[0],
+              "limit": request.limit}
     graph = store.graph(request.namespace)
     rows = await run(graph, cypher.SEARCH_VECTOR, {**params, "k": candidate_depth(request)},
                      read_only=True)
+    metrics.SEARCH_CANDIDATES.labels("vector").observe(len(rows))
     if len(rows) < request.limit:
         # HNSW post-filtering can lose results a selective filter would keep: score exactly
         rows = await run(graph, cypher.SEARCH_EXACT, params, read_only=True)
+        metrics.SEARCH_CANDIDATES.labels("exact").observe(len(rows))
+    metrics.SEARCH_SECONDS.labels("vector").observe(time.perf_counter() - started)
     return msgspec.structs.replace(empty, results=[shape_hit(r) for r in rows])
+
+
+async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
+    """The query's vector, from the Redis cache (model + text hash) when it is there."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    key = f"zapomni:qemb:{embedder.name}:{digest}"
+    try:
+        cached = await redis.get(key)
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        cached = None  # the cache is an optimisation: search works without Redis
+    if cached:
+        metrics.QUERY_CACHE.labels("hit").inc()
+        return np.frombuffer(cached, dtype=np.float32)
+    metrics.QUERY_CACHE.labels("miss").inc()
+    vector = (await embedder.embed([text]))[0].astype(np.float32)
+    with contextlib.suppress(redis_errors.ConnectionError, redis_errors.TimeoutError):
+        await redis.set(key, vector.tobytes(), ex=QUERY_CACHE_TTL)
+    return vector
 
 
 def shape_hit(row: list[Any]) -> SearchHit:

@@ -85,7 +85,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path) -> str:
+def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
+           metrics_port: int) -> str:
     mcp_url = f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
     embedder = (f"Ollama {settings.ollama_model} at {settings.ollama_url}" if settings.ollama_url
                 else "in-process all-MiniLM-L6-v2 (ONNX)")
@@ -102,6 +103,8 @@ def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path) -> s
         f"  query service          {settings.query_url}",
         f"  FalkorDB + queue       {settings.falkordb_url}",
         f"  workers                {workers} (embedder: {embedder})",
+        f"  metrics                {mcp_url[:-4]}/metrics, {settings.query_url}/metrics, "
+        f"workers on 127.0.0.1:{metrics_port}-{metrics_port + workers - 1}",
         f"  data                   {data_dir}",
         f"  logs                   {log_dir}",
         "",
@@ -148,7 +151,9 @@ def up(args: argparse.Namespace) -> int:
         query_port=args.query_port, mcp_port=args.mcp_port, mcp_host=args.host,
         data_dir=str(data_dir))
     settings.check_mcp_bind()
-    for port, flag in ((args.query_port, "--query-port"), (args.mcp_port, "--mcp-port")):
+    ports = [(args.query_port, "--query-port"), (args.mcp_port, "--mcp-port"),
+             *((args.metrics_port + i, "--metrics-port") for i in range(args.workers))]
+    for port, flag in ports:
         if not port_free(port):
             raise SystemExit(f"zapomni: port {port} is in use; pass {flag} with another port")
     binaries = ensure_binaries(settings.cache_dir, say=say)
@@ -161,7 +166,9 @@ def up(args: argparse.Namespace) -> int:
     env = child_env(settings)
     py = sys.executable
     query = Child("query", [py, "-m", "services.query"], env, log_dir)
-    workers = [Child(f"worker-{i + 1}", [py, "-m", "workers"], env, log_dir)
+    workers = [Child(f"worker-{i + 1}", [py, "-m", "workers"],
+                     {**env, "ZAPOMNI_WORKER_METRICS_PORT": str(args.metrics_port + i)},
+                     log_dir)
                for i in range(args.workers)]
     mcp = Child("mcp", [py, "-m", "services.mcp"], env, log_dir)
     children = [query, *workers, mcp]
@@ -171,7 +178,7 @@ def up(args: argparse.Namespace) -> int:
             child.start()
         wait_http(f"{settings.query_url}/readyz", query)
         wait_http(f"http://{settings.mcp_host}:{settings.mcp_port}/healthz", mcp)
-        say(banner(settings, args.workers, data_dir, log_dir))
+        say(banner(settings, args.workers, data_dir, log_dir, args.metrics_port))
         code = supervise(children, falkordb, stop)
     finally:
         say("zapomni: stopping")
@@ -199,6 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--mcp-port", type=int, default=8765)
     run.add_argument("--query-port", type=int, default=8766)
     run.add_argument("--falkordb-port", type=int, default=6479)
+    run.add_argument("--metrics-port", type=int, default=9470,
+                     help="worker i serves /metrics on this port + i")
     args = parser.parse_args(argv)
     if args.command == "setup":
         ensure_binaries(Settings.from_env().cache_dir, say=say)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from redis.asyncio import Redis
 
 from services.mcp import front as ops
 from services.query.search import search_memory
@@ -30,11 +31,13 @@ async def add(front, text, metadata=None, namespace=None):
 
 async def search(settings, text, limit=5, filters=None, namespace=None):
     store = GraphStore(settings)
+    redis = Redis.from_url(settings.redis_url)
     try:
-        return (await search_memory(store, OnnxEmbedder(), decode_search(
+        return (await search_memory(store, OnnxEmbedder(), redis, decode_search(
             text, limit, filters, namespace))).results
     finally:
         await store.aclose()
+        await redis.aclose()
 
 
 async def test_small_memory_becomes_one_searchable_chunk(settings, front, aredis):
