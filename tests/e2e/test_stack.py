@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
@@ -30,7 +31,7 @@ class Stack:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.ports = {"--mcp-port": free_port(), "--query-port": free_port(),
-                      "--falkordb-port": free_port()}
+                      "--falkordb-port": free_port(), "--metrics-port": free_port()}
         self.process: subprocess.Popen | None = None
         self.output = data_dir / "zapomni-up.out"
 
@@ -38,8 +39,8 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.ports['--mcp-port']}/mcp"
 
-    def start(self) -> None:
-        command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", "2",
+    def start(self, workers: int = 2) -> None:
+        command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", str(workers),
                    "--data-dir", str(self.data_dir)]
         for flag, port in self.ports.items():
             command += [flag, str(port)]
@@ -137,4 +138,24 @@ async def test_add_search_delete_restart(stack):
     async with Client(stack.stdio_front()) as client:  # as Claude Desktop runs it
         assert await top_hit(client, first_sentence(passages[19]["text"])) == \
             receipts[19]["memory_id"]
+    assert stack.stop() == 0
+
+
+async def test_four_workers_on_one_machine(stack):
+    stack.start(workers=4)
+    async with Client(stack.url) as client:
+        stats = (await client.call_tool("get_stats", {})).data
+    assert stats["workers_alive"] == 4
+    base = stack.ports["--metrics-port"]
+    async with httpx.AsyncClient() as http:
+        for i in range(4):
+            worker = await http.get(f"http://127.0.0.1:{base + i}/metrics")
+            assert worker.status_code == 200 and "zapomni_jobs_total" in worker.text
+        query_metrics = f"http://127.0.0.1:{stack.ports['--query-port']}/metrics"
+        deadline = time.monotonic() + 20
+        while "zapomni_workers_alive 4.0" not in (await http.get(query_metrics)).text:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.5)
+        mcp_health = await http.get(stack.url.replace("/mcp", "/readyz"))
+        assert mcp_health.status_code == 200
     assert stack.stop() == 0

@@ -1,0 +1,141 @@
+"""/metrics of a running front, query service and worker process after real traffic, and
+four worker processes sharing one fanned-out document."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+
+import httpx
+from fastmcp import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from services.mcp.server import build_server
+from services.stack.falkordb import free_port
+from shared import tasks
+from shared.settings import Settings
+from shared.validation import decode_add_memory
+from tests.conftest import make_settings
+from tests.support.graph import stored
+from tests.support.servers import ThreadedServer
+
+
+def samples(text: str) -> dict[tuple, float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(scraped: dict, name: str, **labels) -> float:
+    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def scrape(url: str) -> dict:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(url)
+    assert response.status_code == 200
+    return samples(response.text)
+
+
+@contextmanager
+def worker_processes(settings: Settings, count: int, metrics_ports: list[int] | None = None):
+    with tempfile.TemporaryFile() as logs:
+        procs = []
+        for i in range(count):
+            port = metrics_ports[i] if metrics_ports else 0
+            env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": str(port)}
+            procs.append(subprocess.Popen([sys.executable, "-m", "workers"], env=env,
+                                          stdout=logs, stderr=logs))
+        try:
+            yield procs
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
+
+
+async def wait_task(redis, task_id: str, timeout: float = 120) -> None:
+    async with asyncio.timeout(timeout):
+        while (await tasks.get_task(redis, task_id)).state != "done":
+            await asyncio.sleep(0.1)
+
+
+async def test_every_process_serves_metrics_that_move(settings, query_service, aredis):
+    worker_port = free_port()
+    with ThreadedServer(build_server(settings).http_app()) as front_server, \
+            worker_processes(settings, 1, [worker_port]):
+        front_metrics = f"{front_server.url}/metrics"
+        before = await scrape(front_metrics)
+        async with Client(f"{front_server.url}/mcp") as client:
+            added = (await client.call_tool("add_memory", {"text": "Metrics are counted."})).data
+            await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
+            await wait_task(aredis, added["task_id"])
+            await client.call_tool("search_memory", {"query": "what is counted?"})
+            await client.call_tool("search_memory", {"query": "what is counted?"})
+        front = await scrape(front_metrics)
+        query = await scrape(f"{query_service}/metrics")
+        worker = await scrape(f"http://127.0.0.1:{worker_port}/metrics")
+        async with asyncio.timeout(15):  # the query service refreshes system gauges every 5 s
+            while value(query, "zapomni_workers_alive") != 1:
+                await asyncio.sleep(0.5)
+                query = await scrape(f"{query_service}/metrics")
+
+    def moved(name, **labels):
+        return value(front, name, **labels) - value(before, name, **labels)
+
+    assert moved("zapomni_tool_calls_total", tool="add_memory", outcome="ok") == 1
+    assert moved("zapomni_tool_calls_total", tool="add_memory", outcome="invalid") == 1
+    assert moved("zapomni_tool_calls_total", tool="search_memory", outcome="ok") == 2
+    assert moved("zapomni_tool_seconds_count", tool="search_memory") == 2
+    assert moved("zapomni_enqueue_seconds_count") == 1
+    # front and query share this test process, so their registry: read search from query
+    assert value(query, "zapomni_search_seconds_count", mode="vector") >= 2
+    assert value(query, "zapomni_query_embedding_cache_total", result="hit") >= 1
+    assert value(query, "zapomni_tasks", state="done") == 1
+    assert value(query, "zapomni_queue_depth") == 0
+    assert value(worker, "zapomni_jobs_total", job="ingest_memory", outcome="done") == 1
+    assert value(worker, "zapomni_chunks_embedded_total") == 1
+    for stage in ("chunk", "embed", "write", "finish"):
+        assert value(worker, "zapomni_stage_seconds_count", stage=stage) == 1, stage
+    assert value(worker, "zapomni_falkordb_write_seconds_count", op="chunks") == 1
+    assert value(worker, "zapomni_embed_request_seconds_count") >= 1
+
+
+async def test_metrics_ask_for_the_token_when_one_is_set(settings):
+    import msgspec
+
+    guarded = msgspec.structs.replace(settings, mcp_token="s3cret-s3cret")
+    with ThreadedServer(build_server(guarded).http_app()) as server:
+        async with httpx.AsyncClient() as http:
+            anonymous = await http.get(f"{server.url}/metrics")
+            allowed = await http.get(f"{server.url}/metrics",
+                                     headers={"authorization": "Bearer s3cret-s3cret"})
+    assert anonymous.status_code == 401 and allowed.status_code == 200
+    assert "zapomni_tool_calls_total" in allowed.text
+
+
+async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, aredis):
+    fake_ollama.latency = 0.2
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
+                             chunk_tokens=48, chunk_overlap=8, max_jobs=1)
+    text = " ".join(f"Line {i}: the night bus to district {i} leaves at {i % 24}:15."
+                    for i in range(150))
+    front = Front(settings)
+    try:
+        receipt = await ops.add_memory(front, decode_add_memory(text, None, None))
+    finally:
+        await front.aclose()
+    with worker_processes(settings, 4):
+        await wait_task(aredis, receipt.task_id, timeout=180)
+    writers = await tasks.part_workers(aredis, receipt.task_id)
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert len(writers) == record.total > 8
+    assert len(set(writers.values())) > 1, writers
+    counts = await stored(settings)
+    assert counts["ready"] == 1 and counts["chunks"] == counts["next"] + 1
