@@ -9,13 +9,16 @@ import asyncio
 import hashlib
 import threading
 
+import msgspec
 import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from shared.embed_onnx import OnnxEmbedder
+
+_encode = msgspec.json.Encoder().encode
 
 
 def hash_vector(text: str, dim: int) -> list[float]:
@@ -43,8 +46,8 @@ class FakeOllama:
     def reset_counts(self) -> None:
         self.requests = self.texts = self.max_in_flight = 0
 
-    async def embed(self, request: Request) -> JSONResponse:
-        body = await request.json()
+    async def embed(self, request: Request) -> Response:
+        body = msgspec.json.decode(await request.body())
         with self._lock:
             self.requests += 1
             self.in_flight += 1
@@ -63,7 +66,8 @@ class FakeOllama:
                     status_code=404)
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             self.texts += len(texts)
-            return JSONResponse({"model": body["model"], "embeddings": self.vectors(texts)})
+            payload = {"model": body["model"], "embeddings": self.vectors(texts)}
+            return Response(_encode(payload), media_type="application/json")
         finally:
             with self._lock:
                 self.in_flight -= 1
