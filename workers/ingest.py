@@ -20,7 +20,7 @@ from shared.errors import EmbeddingRejected
 from shared.graphstore import prepare_namespace
 from shared.messages import ChunkSpan, IngestJob, PartJob
 from shared.queue import EMBED_PART, INGEST, enqueue_part
-from workers.outcome import task_outcome
+from workers.outcome import JobRun, task_outcome
 from workers.resources import Resources, resources
 from workers.store import link_chunks, mark_ready, write_chunks, write_memory
 
@@ -31,10 +31,8 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
     job = msgspec.convert(payload, IngestJob)
     res = resources(ctx)
     async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
-        if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
-            run.outcome = "cancelled"
+        if not await begin(res, ctx, run, job):
             return "cancelled"
-        await start_task(res, ctx, job.task_id, job.namespace)
         with metrics.STAGE_SECONDS.labels("chunk").time():
             chunks = await asyncio.to_thread(res.chunker.split, job.text)
         parts = split_parts(chunks, res.settings.part_chunks)
@@ -59,10 +57,8 @@ async def embed_part(ctx: dict, payload: dict) -> str:
     job = msgspec.convert(payload, PartJob)
     res = resources(ctx)
     async with task_outcome(ctx, EMBED_PART, job.task_id, job.namespace, job.memory_id) as run:
-        if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
-            run.outcome = "cancelled"
+        if not await begin(res, ctx, run, job):
             return "cancelled"
-        await start_task(res, ctx, job.task_id, job.namespace)
         return await embed_and_write(res, job)
     return "failed"
 
@@ -105,6 +101,15 @@ async def finish_memory(res: Resources, job: PartJob) -> None:
 def split_parts(chunks: list[ChunkSpan], size: int) -> list[list[ChunkSpan]]:
     size = max(1, size)
     return [chunks[i : i + size] for i in range(0, len(chunks), size)] or [[]]
+
+
+async def begin(res: Resources, ctx: dict, run: JobRun, job: IngestJob | PartJob) -> bool:
+    """Start (or resume) the task, unless its memory was deleted meanwhile."""
+    if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
+        run.outcome = "cancelled"
+        return False
+    await start_task(res, ctx, job.task_id, job.namespace)
+    return True
 
 
 async def owns_memory(res: Resources, namespace: str, memory_id: str, task_id: str) -> bool:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from services.mcp import front as ops
 from services.mcp.front import Front
-from shared import tasks
 from shared.settings import Settings
 from shared.validation import decode_add_memory
 from tests.support.graph import stored
 from tests.support.servers import falkordb_process
+from tests.support.workers import wait_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,13 +59,8 @@ async def run_once(url: str, texts: list[str], workers: int) -> dict:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(workers)]
     try:
-        pending = {r.task_id for r in receipts}
-        while pending:
-            for task_id in list(pending):
-                record = await tasks.get_task(client, task_id)
-                if record.state in ("done", "failed"):
-                    pending.discard(task_id)
-            await asyncio.sleep(0.2)
+        await wait_tasks(client, [r.task_id for r in receipts], timeout=3600,
+                         until=("done", "failed"))
         elapsed = time.perf_counter() - started
     finally:
         for p in procs:

@@ -23,12 +23,12 @@ import redis.asyncio
 
 from services.mcp import front as ops
 from services.mcp.front import Front
-from shared import tasks
 from shared.settings import Settings
 from shared.validation import decode_add_memory
 from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer, falkordb_process
+from tests.support.workers import wait_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,12 +60,8 @@ async def run_once(url: str, fake: FakeOllama, texts: list[str], workers: int,
                                   stdout=out, stderr=out)
                  for _ in range(workers)]
     try:
-        pending = {r.task_id for r in receipts}
-        while pending:
-            for task_id in list(pending):
-                if (await tasks.get_task(client, task_id)).state in ("done", "failed"):
-                    pending.discard(task_id)
-            await asyncio.sleep(0.1)
+        await wait_tasks(client, [r.task_id for r in receipts], timeout=3600,
+                         until=("done", "failed"))
         elapsed = time.perf_counter() - started
     finally:
         for proc in procs:

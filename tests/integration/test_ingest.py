@@ -16,7 +16,7 @@ from shared.queue import EMBED_PART, INGEST
 from shared.validation import decode_add_memory, decode_search
 from tests.conftest import make_settings
 from tests.support.graph import query, stored
-from tests.support.workers import run_workers
+from tests.support.workers import add_text, run_workers
 
 ARTICLE = " ".join(
     f"Paragraph {i} is about the history of lighthouse number {i} on the northern coast, "
@@ -70,14 +70,7 @@ async def test_small_memory_becomes_one_searchable_chunk(settings, front, aredis
 
 async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
     settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
-    from services.mcp.front import Front
-
-    front = Front(settings)
-    try:
-        receipt = await add(front, ARTICLE)
-    finally:
-        await front.aclose()
-
+    receipt = await add_text(settings, ARTICLE)
     await run_workers(settings, count=2)
 
     record = await tasks.get_task(aredis, receipt.task_id)
@@ -99,15 +92,10 @@ async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
 
 
 async def test_memory_is_invisible_until_its_last_part_lands(falkordb_url, aredis):
-    settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
-    from services.mcp.front import Front
     from workers.main import make_worker
 
-    front = Front(settings)
-    try:
-        receipt = await add(front, ARTICLE)
-    finally:
-        await front.aclose()
+    settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
+    receipt = await add_text(settings, ARTICLE)
     for _ in range(2):  # the ingest job (it fans out), then one part
         worker = make_worker(settings, burst=True, handle_signals=False)
         worker.max_burst_jobs = 1

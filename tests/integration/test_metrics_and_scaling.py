@@ -14,16 +14,14 @@ import httpx
 from fastmcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.mcp import front as ops
-from services.mcp.front import Front
 from services.mcp.server import build_server
 from services.stack.falkordb import free_port
 from shared import tasks
 from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer
+from tests.support.workers import add_text, wait_tasks
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -60,12 +58,6 @@ def worker_processes(settings: Settings, count: int, metrics_ports: list[int] | 
                 proc.wait(30)
 
 
-async def wait_task(redis, task_id: str, timeout: float = 120) -> None:
-    async with asyncio.timeout(timeout):
-        while (await tasks.get_task(redis, task_id)).state != "done":
-            await asyncio.sleep(0.1)
-
-
 async def test_every_process_serves_metrics_that_move(settings, query_service, aredis):
     worker_port = free_port()
     with ThreadedServer(build_server(settings).http_app()) as front_server, \
@@ -75,7 +67,7 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
         async with Client(f"{front_server.url}/mcp") as client:
             added = (await client.call_tool("add_memory", {"text": "Metrics are counted."})).data
             await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
-            await wait_task(aredis, added["task_id"])
+            await wait_tasks(aredis, [added["task_id"]], timeout=120)
             await client.call_tool("search_memory", {"query": "what is counted?"})
             await client.call_tool("search_memory", {"query": "what is counted?"})
         front = await scrape(front_metrics)
@@ -126,13 +118,9 @@ async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, 
                              chunk_tokens=48, chunk_overlap=8, max_jobs=1)
     text = " ".join(f"Line {i}: the night bus to district {i} leaves at {i % 24}:15."
                     for i in range(150))
-    front = Front(settings)
-    try:
-        receipt = await ops.add_memory(front, decode_add_memory(text, None, None))
-    finally:
-        await front.aclose()
+    receipt = await add_text(settings, text)
     with worker_processes(settings, 4):
-        await wait_task(aredis, receipt.task_id, timeout=180)
+        await wait_tasks(aredis, [receipt.task_id], timeout=180)
     writers = await tasks.part_workers(aredis, receipt.task_id)
     record = await tasks.get_task(aredis, receipt.task_id)
     assert len(writers) == record.total > 8

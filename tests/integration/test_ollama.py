@@ -14,7 +14,7 @@ from shared.errors import EmbeddingRejected, EmbeddingUnavailable
 from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
-from tests.support.workers import run_workers
+from tests.support.workers import add_text, run_workers
 
 
 async def test_batches_run_32_at_a_time(fake_ollama):
@@ -89,14 +89,8 @@ async def test_missing_model_says_to_pull_it(fake_ollama):
 async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis):
     settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, ollama_retries=0,
                              max_tries=5)
-    from services.mcp.front import Front
-
     fake_ollama.fail_statuses = [503]
-    front = Front(settings)
-    try:
-        receipt = await ops.add_memory(front, decode_add_memory("outage note", None, None))
-    finally:
-        await front.aclose()
+    receipt = await add_text(settings, "outage note")
     worker_run = run_workers(settings)
     import asyncio
 

@@ -8,14 +8,11 @@ import subprocess
 import sys
 import tempfile
 
-from services.mcp import front as ops
-from services.mcp.front import Front
 from shared import tasks
-from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import kill
-from tests.support.workers import run_workers
+from tests.support.workers import add_text, run_workers
 
 DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in winter."
                     for i in range(120))
@@ -27,11 +24,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
     settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
                              chunk_tokens=48, chunk_overlap=8, max_jobs=1, job_timeout=8,
                              embed_batch=1)
-    front = Front(settings)
-    try:
-        receipt = await ops.add_memory(front, decode_add_memory(DOCUMENT, None, None))
-    finally:
-        await front.aclose()
+    receipt = await add_text(settings, DOCUMENT)
 
     env = {**os.environ, **settings.to_env()}
     with tempfile.TemporaryFile() as log:
