@@ -34,7 +34,8 @@ MERGE_MEMORY = """
 MERGE (m:Memory {id: $id})
 ON CREATE SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
               m.source = $source, m.tags = $tags, m.metadata = $metadata,
-              m.created_at = $created_at, m.chunk_count = $chunk_count, m.ready = false
+              m.meta_kv = $meta_kv, m.created_at = $created_at,
+              m.chunk_count = $chunk_count, m.ready = false
 """
 
 MERGE_CHUNKS = """
@@ -68,6 +69,8 @@ _FILTER = """
 m.ready = true
 AND ($source IS NULL OR m.source = $source)
 AND ($tags IS NULL OR any(t IN m.tags WHERE t IN $tags))
+AND ($tags_all IS NULL OR all(t IN $tags_all WHERE t IN m.tags))
+AND ($meta_kv IS NULL OR all(kv IN $meta_kv WHERE kv IN m.meta_kv))
 AND ($after IS NULL OR m.created_at >= $after)
 AND ($before IS NULL OR m.created_at < $before)
 """
@@ -75,7 +78,7 @@ _HIT = """
 RETURN m.id, c.id, c.text, score, c.char_start, c.char_end, m.tags, m.source, m.metadata,
        m.created_at
 ORDER BY score ASC, c.id ASC
-LIMIT $limit
+LIMIT $depth
 """
 
 # approximate: HNSW candidates, then the memory's filters (score is cosine distance)
@@ -89,6 +92,14 @@ SEARCH_VECTOR = (
 SEARCH_EXACT = (
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE " + _FILTER
     + "WITH m, c, vec.cosineDistance(c.embedding, vecf32($vector)) AS score " + _HIT
+)
+
+# full-text: the query is built by services/query/keyword.py from plain words only;
+# score is FalkorDB's TF-IDF (higher is better)
+SEARCH_KEYWORD = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $fulltext) YIELD node AS c, score "
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
+    + _HIT.replace("ORDER BY score ASC", "ORDER BY score DESC")
 )
 
 GET_MEMORY = """

@@ -47,15 +47,23 @@ class AddMemory(Base):
     metadata_json: str = "{}"  # the user's other metadata keys, JSON-encoded once
 
 
+Scalar = str | int | float | bool
+SearchMode = Literal["hybrid", "vector", "keyword"]
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
+
+
 class SearchFilters(Base):
-    tags: Annotated[list[Tag], Meta(max_length=100)] | None = None
+    tags: Annotated[list[Tag], Meta(max_length=100)] | None = None  # any of them
+    tags_all: Annotated[list[Tag], Meta(max_length=100)] | None = None  # all of them
     source: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     after: float | None = None  # unix seconds, from an ISO-8601 date or datetime
     before: float | None = None
+    metadata: Annotated[dict[str, Scalar], Meta(max_length=20)] | None = None  # equality
 
     @property
     def active(self) -> bool:
-        return any(v is not None for v in (self.tags, self.source, self.after, self.before))
+        return any(v is not None for v in (self.tags, self.tags_all, self.source, self.after,
+                                           self.before, self.metadata))
 
 
 class SearchRequest(Base):
@@ -63,6 +71,8 @@ class SearchRequest(Base):
     limit: Annotated[int, Meta(ge=1, le=100)] = 10
     filters: SearchFilters = SearchFilters()
     namespace: Namespace = DEFAULT_NAMESPACE
+    mode: SearchMode = "hybrid"
+    min_score: Annotated[float, Meta(ge=0)] = 0.0
 
 
 class MemoryRef(Base):
@@ -139,23 +149,31 @@ class TaskRecord(Lenient):
 # ---- query service (JSON) -------------------------------------------------------------------
 
 
+class SignalMatch(Lenient):
+    rank: int  # 1 = this signal's best candidate
+    score: float  # the signal's own score: cosine similarity, or full-text TF-IDF
+
+
 class SearchHit(Lenient):
     memory_id: str
     chunk_id: str
     text: str
-    score: float
+    score: float  # the mode's score: see search_memory's description
     char_start: int
     char_end: int
     tags: list[str]
     source: str
     metadata: dict[str, Any]
     created_at: str
+    why: dict[str, SignalMatch] = {}  # which signals found it, and where they ranked it
+    also_matched: int = 0  # other overlapping chunks of this memory that matched, folded in
 
 
 class SearchResponse(Lenient):
     namespace: str
     query: str
     results: list[SearchHit]
+    mode: str = "hybrid"
 
 
 class MemoryRecord(Lenient):

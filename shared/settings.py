@@ -65,6 +65,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: str = ""  # default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
     cache_dir: str = ""  # default: $XDG_CACHE_HOME/zapomni or ~/.cache/zapomni
 
+    # search (fusion weights are per signal; rrf_k dampens the advantage of rank 1)
+    rrf_k: int = 60
+    weight_vector: float = 1.0
+    weight_keyword: float = 1.0
+    search_candidates: int = 50  # candidates each signal brings to fusion
+
     log_level: str = "INFO"
 
     @classmethod

@@ -18,6 +18,7 @@ from shared.messages import (
     DEFAULT_NAMESPACE,
     MEMORY_ID_PATTERN,
     NAMESPACE_PATTERN,
+    SEARCH_MODES,
     TASK_ID_PATTERN,
     AddMemory,
     SearchFilters,
@@ -33,7 +34,7 @@ RESERVED_METADATA_KEYS = frozenset(
     {"id", "memory_id", "chunk_id", "namespace", "text", "content_hash", "created_at",
      "chunk_count", "status", "score"}
 )
-FILTER_KEYS = ("tags", "source", "after", "before")
+FILTER_KEYS = ("tags", "tags_all", "source", "after", "before", "metadata")
 
 _json_encode = msgspec.json.Encoder().encode
 S = TypeVar("S")
@@ -189,12 +190,16 @@ def decode_filters(filters: Any) -> SearchFilters:
     return convert(raw, SearchFilters, "filters")
 
 
-def decode_search(query: Any, limit: Any, filters: Any, namespace: Any) -> SearchRequest:
+def decode_search(query: Any, limit: Any, filters: Any, namespace: Any, mode: Any = None,
+                  min_score: Any = None) -> SearchRequest:
     if isinstance(query, str):
         query = query.strip()
         if not query:
             raise InvalidInput("query: must not be empty or only whitespace")
+    if mode is not None and mode not in SEARCH_MODES:
+        raise InvalidInput(f"mode: expected one of {', '.join(SEARCH_MODES)}")
     data = {"query": query, "limit": 10 if limit is None else limit,
-            "namespace": check_namespace(namespace)}
+            "namespace": check_namespace(namespace), "mode": mode or "hybrid",
+            "min_score": 0.0 if min_score is None else min_score}
     request = convert(data, SearchRequest)
     return msgspec.structs.replace(request, filters=decode_filters(filters))

@@ -3,6 +3,7 @@ writes the same graph, never a second copy."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
@@ -13,6 +14,8 @@ from shared.ids import chunk_id
 from shared.messages import ChunkSpan, IngestJob
 from shared.metrics import FALKORDB_WRITE_SECONDS
 
+_decode_json = msgspec.json.Decoder().decode
+_encode_json = msgspec.json.Encoder().encode
 LINK_BATCH = 2000
 DELETE_BATCH = 1000
 
@@ -22,12 +25,20 @@ async def run(graph: AsyncGraph, query: str, params: dict, op: str) -> list:
         return await run_query(graph, query, params)
 
 
+def meta_pairs(metadata_json: str) -> list[str]:
+    """Top-level scalar metadata as "key=<JSON value>" strings, so search can filter on
+    equality with a list test instead of user-named properties in Cypher."""
+    metadata = _decode_json(metadata_json)
+    return sorted(f"{key}={_encode_json(value).decode()}" for key, value in metadata.items()
+                  if isinstance(value, str | int | float | bool))
+
+
 async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> None:
     await run(graph, cypher.MERGE_MEMORY, op="memory", params={
         "id": job.memory_id, "namespace": job.namespace, "content_hash": job.content_hash,
         "text": job.text, "source": job.source, "tags": job.tags,
-        "metadata": job.metadata_json, "created_at": job.created_at,
-        "chunk_count": chunk_count,
+        "metadata": job.metadata_json, "meta_kv": meta_pairs(job.metadata_json),
+        "created_at": job.created_at, "chunk_count": chunk_count,
     })
 
 

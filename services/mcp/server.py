@@ -154,12 +154,18 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool
     async def search_memory(query: str, limit: int = 10, filters: dict[str, Any] | None = None,
-                            namespace: str | None = None) -> dict[str, Any]:
-        """Find the stored passages most similar to query (1-2,000 characters). limit: 1-100.
-        filters (all optional): {"tags": [..] (any of them), "source": "..",
-        "after": "2026-01-01", "before": "2026-02-01T12:00:00Z"}."""
+                            namespace: str | None = None, mode: str = "hybrid",
+                            min_score: float = 0.0) -> dict[str, Any]:
+        """Find the stored passages that answer query (1-2,000 characters). limit: 1-100.
+        mode: "hybrid" (default: meaning and exact words, fused), "vector" (meaning) or
+        "keyword" (words). score: hybrid 0-1 (1 = ranked first by every signal), vector =
+        cosine similarity, keyword = full-text TF-IDF; min_score drops lower results.
+        Each result says why it matched (each signal's rank) and folds overlapping chunks
+        of one memory into the best (also_matched). filters (all optional):
+        {"tags": [..] (any), "tags_all": [..], "source": "..", "after": "2026-01-01",
+        "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}."""
         with tool_call("search_memory"):
-            request = decode_search(query, limit, filters, namespace)
+            request = decode_search(query, limit, filters, namespace, mode, min_score)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
     @mcp.tool

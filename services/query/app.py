@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.query.search import read_memory, read_stats, search_memory
+from services.query.records import read_memory, read_stats
+from services.query.search import search_memory
 from shared import metrics, tasks
 from shared.embed import Embedder, make_embedder
 from shared.errors import ZapomniError
@@ -140,7 +141,7 @@ def build_app(settings) -> Starlette:
 
     routes = [
         Route("/v1/search", endpoint(SearchRequest, lambda s, b: search_memory(
-            s.store, s.embedder, s.redis, b)), methods=["POST"]),
+            s.store, s.embedder, s.redis, s.settings, b)), methods=["POST"]),
         Route("/v1/memory", endpoint(MemoryRef, lambda s, b: read_memory(s.store, b)),
               methods=["POST"]),
         Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(

@@ -1,7 +1,13 @@
-"""The read path: vector search with filters, one memory, and namespace stats. Read-only."""
+"""The read path's search: gather candidates from each signal, fuse, filter, fold, shape.
+
+Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
+leave too few), ``keyword`` (FalkorDB full-text, TF-IDF) and ``hybrid`` (both, fused with
+reciprocal rank fusion). Read-only.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -11,61 +17,97 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from shared import cypher, metrics, tasks
+from services.query.fusion import Candidate, collapse, fuse, single
+from services.query.keyword import fulltext_query
+from shared import cypher, metrics
 from shared.embed import Embedder, to_params
-from shared.errors import NotFound
-from shared.graphstore import GraphStore, check_model, namespace_exists, run
-from shared.messages import (
-    MemoryRecord,
-    MemoryRef,
-    SearchHit,
-    SearchRequest,
-    SearchResponse,
-    Stats,
-    StatsRequest,
-)
+from shared.graphstore import GraphStore, check_model, run
+from shared.messages import SearchHit, SearchRequest, SearchResponse
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
+_encode_json = msgspec.json.Encoder().encode
 MAX_CANDIDATES = 1000
 QUERY_CACHE_TTL = 7 * 86400
+Ranked = list[tuple[list[Any], float]]
 
 
-def candidate_depth(request: SearchRequest) -> int:
-    """HNSW over-fetch: memories still ingesting and filters drop candidates after the index."""
-    factor = 20 if request.filters.active else 3
-    return min(MAX_CANDIDATES, max(request.limit * factor, 30))
+def candidate_depth(request: SearchRequest, settings: Settings) -> int:
+    """How many candidates each signal brings to fusion and folding."""
+    return min(MAX_CANDIDATES, max(request.limit * 3, settings.search_candidates))
+
+
+def hnsw_k(request: SearchRequest, depth: int) -> int:
+    """HNSW over-fetch: filters and memories still ingesting drop candidates after the index."""
+    return min(MAX_CANDIDATES, depth * (10 if request.filters.active else 2))
+
+
+def meta_pairs(metadata: dict[str, Any] | None) -> list[str] | None:
+    """Metadata equality filters in the form workers store them (see workers/store.py)."""
+    if metadata is None:
+        return None
+    return [f"{key}={_encode_json(value).decode()}" for key, value in sorted(metadata.items())]
 
 
 def filter_params(request: SearchRequest) -> dict[str, Any]:
     f = request.filters
-    return {"tags": f.tags, "source": f.source, "after": f.after, "before": f.before}
+    return {"tags": f.tags, "tags_all": f.tags_all, "source": f.source, "after": f.after,
+            "before": f.before, "meta_kv": meta_pairs(f.metadata)}
 
 
 async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
-                        request: SearchRequest) -> SearchResponse:
+                        settings: Settings, request: SearchRequest) -> SearchResponse:
     started = time.perf_counter()
-    empty = SearchResponse(namespace=request.namespace, query=request.query, results=[])
-    dim = await embedder.dimension()
-    if not await check_model(store, request.namespace, embedder.name, dim):
+    empty = SearchResponse(namespace=request.namespace, query=request.query, results=[],
+                           mode=request.mode)
+    if not await check_model(store, request.namespace, embedder.name,
+                             await embedder.dimension()):
         return empty
-    vector = await embed_query(embedder, redis, request.query)
-    params = {**filter_params(request), "vector": to_params(vector[None, :])[0],
-              "limit": request.limit}
     graph = store.graph(request.namespace)
-    rows = await run(graph, cypher.SEARCH_VECTOR, {**params, "k": candidate_depth(request)},
-                     read_only=True)
-    metrics.SEARCH_CANDIDATES.labels("vector").observe(len(rows))
-    if len(rows) < request.limit:
+    params = {**filter_params(request), "depth": candidate_depth(request, settings)}
+    jobs = {}
+    if request.mode in ("hybrid", "vector"):
+        jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
+    if request.mode in ("hybrid", "keyword"):
+        jobs["keyword"] = keyword_signal(graph, request, params)
+    ranked = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
+    for signal, rows in ranked.items():
+        metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
+    if request.mode == "hybrid":
+        weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword}
+        candidates = fuse(ranked, weights, settings.rrf_k)
+    else:
+        candidates = single(request.mode, ranked[request.mode])
+    kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
+    metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
+    return msgspec.structs.replace(empty, results=[shape_hit(c) for c in kept])
+
+
+async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
+                        request: SearchRequest, params: dict[str, Any]) -> Ranked:
+    vector = await embed_query(embedder, redis, request.query)
+    params = {**params, "vector": to_params(vector[None, :])[0]}
+    rows = await run(graph, cypher.SEARCH_VECTOR, {**params, "k": hnsw_k(request, params[
+        "depth"])}, read_only=True)
+    if len(rows) < min(params["depth"], request.limit * 2):
         # HNSW post-filtering can lose results a selective filter would keep: score exactly
         rows = await run(graph, cypher.SEARCH_EXACT, params, read_only=True)
-        metrics.SEARCH_CANDIDATES.labels("exact").observe(len(rows))
-    metrics.SEARCH_SECONDS.labels("vector").observe(time.perf_counter() - started)
-    return msgspec.structs.replace(empty, results=[shape_hit(r) for r in rows])
+    return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
+
+
+async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
+                         params: dict[str, Any]) -> Ranked:
+    query = fulltext_query(request.query)
+    if query is None:
+        return []  # only stop words or punctuation: nothing to match, not an error
+    rows = await run(graph, cypher.SEARCH_KEYWORD, {**params, "fulltext": query},
+                     read_only=True)
+    return [(row, float(row[3])) for row in rows]
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
@@ -86,54 +128,15 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
     return vector
 
 
-def shape_hit(row: list[Any]) -> SearchHit:
-    memory_id, chunk_id, text, distance, start, end, tags, source, metadata, created = row
+def shape_hit(candidate: Candidate) -> SearchHit:
+    memory_id, chunk_id, text, _, start, end, tags, source, metadata, created = candidate.row
     return SearchHit(
-        memory_id=memory_id, chunk_id=chunk_id, text=text,
-        score=round(max(0.0, 1.0 - float(distance)), 6),
+        memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created),
+        created_at=iso_time(created), why=candidate.why, also_matched=candidate.also_matched,
     )
 
 
 def iso_time(ts: float | None) -> str:
     return datetime.fromtimestamp(float(ts or 0), UTC).isoformat(timespec="seconds")
-
-
-async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
-    rows = []
-    if await namespace_exists(store, ref.namespace):
-        rows = await run(store.graph(ref.namespace), cypher.GET_MEMORY, {"id": ref.memory_id},
-                         read_only=True)
-    if not rows:
-        raise NotFound(f"memory {ref.memory_id} not found in namespace '{ref.namespace}'")
-    memory_id, text, tags, source, metadata, created, chunk_count, ready = rows[0]
-    return MemoryRecord(
-        memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
-        source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), chunk_count=int(chunk_count or 0),
-        status="ready" if ready else "ingesting",
-    )
-
-
-async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
-                     request: StatsRequest) -> Stats:
-    memories = ingesting = chunks = 0
-    model, dim = "", 0
-    if await namespace_exists(store, request.namespace):
-        graph = store.graph(request.namespace)
-        total, ingesting = (await run(graph, cypher.COUNT_MEMORIES, read_only=True))[0]
-        chunks = (await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]
-        memories = int(total or 0) - int(ingesting or 0)
-        found = await run(graph, cypher.READ_MODEL, read_only=True)
-        if found:
-            model, dim = found[0][0], int(found[0][1])
-    return Stats(
-        namespace=request.namespace, memories=memories, chunks=int(chunks or 0),
-        memories_ingesting=int(ingesting or 0),
-        queue_depth=await tasks.queue_depth(redis, settings.queue_name),
-        workers_alive=await tasks.workers_alive(redis),
-        tasks=await tasks.task_counts(redis, request.namespace, settings.task_ttl_days * 86400),
-        embedding_model=model, embedding_dim=dim,
-    )

@@ -33,8 +33,8 @@ async def search(settings, text, limit=5, filters=None, namespace=None):
     store = GraphStore(settings)
     redis = Redis.from_url(settings.redis_url)
     try:
-        return (await search_memory(store, OnnxEmbedder(), redis, decode_search(
-            text, limit, filters, namespace))).results
+        return (await search_memory(store, OnnxEmbedder(), redis, settings, decode_search(
+            text, limit, filters, namespace, "vector"))).results
     finally:
         await store.aclose()
         await redis.aclose()

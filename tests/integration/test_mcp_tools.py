@@ -100,7 +100,7 @@ async def test_the_whole_tool_set(client, settings, aredis):
     ("search_memory", {"query": "x" * 2001}, "query: Expected `str` of length <= 2000"),
     ("search_memory", {"query": "q", "limit": 0}, "limit: Expected `int` >= 1"),
     ("search_memory", {"query": "q", "filters": {"color": "red"}},
-     "filters: unknown key(s) color; known: tags, source, after, before"),
+     "filters: unknown key(s) color; known: tags, tags_all, source, after, before, metadata"),
     ("graph_status", {"task_id": "nope"}, "task_id: not a valid id"),
     ("get_memory", {"memory_id": "mem_123"}, "memory_id: not a valid id"),
     ("delete_memory", {"memory_id": "../../etc"}, "memory_id: not a valid id"),

@@ -1,24 +1,75 @@
-from services.query.search import candidate_depth, shape_hit
+from services.query.fusion import Candidate, collapse, fuse, single
+from services.query.keyword import fulltext_query, terms
+from services.query.search import candidate_depth, hnsw_k, meta_pairs, shape_hit
+from shared.settings import Settings
 from shared.validation import decode_search
+from workers.store import meta_pairs as stored_pairs
 
 
-def test_hit_from_a_row():
-    row = ["mem_1", "mem_1:0", "text", 0.25, 0, 4, ["t"], "src", '{"page": 2}', 1767225600.0]
-    hit = shape_hit(row)
-    assert hit.score == 0.75  # cosine distance -> similarity
+def row(memory: str, idx: int, start: int = 0, end: int = 10, score: float = 0.0) -> list:
+    return [memory, f"{memory}:{idx}", f"text {idx}", score, start, end, ["t"], "src",
+            '{"page": 2}', 1767225600.0]
+
+
+def test_hit_from_a_candidate():
+    hit = shape_hit(single("vector", [(row("m", 0), 0.75)])[0])
+    assert hit.score == 0.75 and hit.why["vector"].rank == 1
     assert hit.metadata == {"page": 2} and hit.tags == ["t"] and hit.source == "src"
-    assert hit.created_at == "2026-01-01T00:00:00+00:00"
+    assert hit.created_at == "2026-01-01T00:00:00+00:00" and hit.also_matched == 0
 
 
-def test_far_vectors_score_zero_not_negative():
-    row = ["m", "m:0", "t", 1.4, 0, 1, None, None, None, None]
-    hit = shape_hit(row)
-    assert hit.score == 0.0 and hit.tags == [] and hit.metadata == {} and hit.source == ""
+def test_rrf_rewards_agreement_and_explains_ranks():
+    vector = [(row("a", 0), 0.9), (row("b", 0), 0.8), (row("c", 0), 0.7)]
+    keyword = [(row("c", 0), 7.0), (row("b", 0), 5.0)]
+    fused = fuse({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 1}, k=60)
+    # c: 1/63 + 1/61 beats b: 2/62 by a hair; a, found by one signal only, comes last
+    assert [c.memory_id for c in fused] == ["c", "b", "a"]
+    assert fused[1].why["vector"].rank == 2 and fused[1].why["keyword"].rank == 2
+    assert "keyword" not in fused[2].why
+    top = fuse({"vector": vector[:1], "keyword": [(row("a", 0), 1.0)]}, {}, k=60)[0]
+    assert top.score == 1.0  # first in every signal
 
 
-def test_filters_fetch_more_candidates():
+def test_weights_tilt_the_fusion():
+    vector = [(row("a", 0), 0.9), (row("b", 0), 0.8)]
+    keyword = [(row("b", 0), 9.0), (row("a", 0), 1.0)]
+    assert fuse({"vector": vector, "keyword": keyword}, {"vector": 2, "keyword": 1},
+                k=60)[0].memory_id == "a"
+    assert fuse({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 2},
+                k=60)[0].memory_id == "b"
+
+
+def test_overlapping_chunks_of_one_memory_fold_into_the_best():
+    candidates = [Candidate(row=row("m", 1, 90, 200)), Candidate(row=row("m", 0, 0, 100)),
+                  Candidate(row=row("m", 5, 500, 600)), Candidate(row=row("n", 0, 0, 100))]
+    kept = collapse(candidates)
+    assert [c.row[1] for c in kept] == ["m:1", "m:5", "n:0"]
+    assert kept[0].also_matched == 1 and kept[1].also_matched == 0
+
+
+def test_keyword_query_is_only_ever_words():
+    assert fulltext_query("What is the capital of Australia?") == "capital | australia"
+    hostile = '@text:{x} -"drop" | * (a|b) ~c %d% $p 1999 Ünïcode'
+    assert fulltext_query(hostile) == "text | drop | 1999 | ünïcode"
+    assert fulltext_query("the of and, to!?") is None
+    assert fulltext_query("***") is None
+    assert terms("Dog dog DOG cat") == ["dog", "cat"]
+
+
+def test_candidate_depths():
+    settings = Settings()
     plain = decode_search("q", 10, None, None)
     filtered = decode_search("q", 10, {"tags": ["a"]}, None)
-    assert candidate_depth(plain) == 30
-    assert candidate_depth(filtered) == 200
-    assert candidate_depth(decode_search("q", 100, {"tags": ["a"]}, None)) == 1000
+    assert candidate_depth(plain, settings) == 50
+    assert candidate_depth(decode_search("q", 100, None, None), settings) == 300
+    assert hnsw_k(plain, 50) == 100 and hnsw_k(filtered, 50) == 500
+    assert hnsw_k(filtered, 300) == 1000
+
+
+def test_metadata_filters_match_what_workers_store():
+    stored = stored_pairs('{"lang": "en", "page": 12, "draft": false, "nested": {"a": 1}}')
+    assert stored == ['draft=false', 'lang="en"', 'page=12']
+    wanted = meta_pairs({"page": 12, "lang": "en"})
+    assert set(wanted) <= set(stored)
+    assert not set(meta_pairs({"page": "12"})) <= set(stored)  # "12" is not 12
+    assert meta_pairs(None) is None

@@ -109,7 +109,7 @@ def test_search_filters():
     assert f.active and f.tags == ["a"] and f.source == "s"
     assert f.after == 1767225600.0 and f.before == 1800000000.0
     assert error_of(decode_search, "q", 5, {"colour": "red"}, None) == \
-        "filters: unknown key(s) colour; known: tags, source, after, before"
+        "filters: unknown key(s) colour; known: tags, tags_all, source, after, before, metadata"
     assert error_of(decode_search, "q", 5, {"after": "yesterday"}, None).startswith(
         "filters.after: expected an ISO-8601 date")
     assert error_of(decode_search, "q", 5, {"tags": "a"}, None) == \

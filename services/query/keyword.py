@@ -1,0 +1,35 @@
+"""Turning a user's question into a FalkorDB full-text (RediSearch) query that can only ever
+mean "any of these words": every term is a run of letters or digits, so `*`, `|`, `@`, `-`,
+quotes and braces in the question are separators, never syntax."""
+
+from __future__ import annotations
+
+import re
+
+MAX_TERMS = 32
+WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+# English function words: they match nearly everything and only add noise to TF-IDF
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its itself
+just me more most my myself no nor not now of off on once only or other our ours ourselves out
+over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t d ll m re ve
+""".split())  # noqa: SIM905 - a word list reads better as text
+
+
+def terms(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for word in WORD.findall(text.lower()):
+        if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
+            seen.setdefault(word)
+    return list(seen)[:MAX_TERMS]
+
+
+def fulltext_query(text: str) -> str | None:
+    """None when nothing searchable is left (only stop words or punctuation)."""
+    words = terms(text)
+    return " | ".join(words) if words else None

@@ -1,0 +1,53 @@
+"""Reads that are not searches: one memory, and a namespace's stats. Read-only."""
+
+from __future__ import annotations
+
+import msgspec
+from redis.asyncio import Redis
+
+from services.query.search import iso_time
+from shared import cypher, tasks
+from shared.errors import NotFound
+from shared.graphstore import GraphStore, namespace_exists, run
+from shared.messages import MemoryRecord, MemoryRef, Stats, StatsRequest
+from shared.settings import Settings
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
+    rows = []
+    if await namespace_exists(store, ref.namespace):
+        rows = await run(store.graph(ref.namespace), cypher.GET_MEMORY, {"id": ref.memory_id},
+                         read_only=True)
+    if not rows:
+        raise NotFound(f"memory {ref.memory_id} not found in namespace '{ref.namespace}'")
+    memory_id, text, tags, source, metadata, created, chunk_count, ready = rows[0]
+    return MemoryRecord(
+        memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
+        source=source or "", metadata=_decode_json(metadata or "{}"),
+        created_at=iso_time(created), chunk_count=int(chunk_count or 0),
+        status="ready" if ready else "ingesting",
+    )
+
+
+async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
+                     request: StatsRequest) -> Stats:
+    memories = ingesting = chunks = 0
+    model, dim = "", 0
+    if await namespace_exists(store, request.namespace):
+        graph = store.graph(request.namespace)
+        total, ingesting = (await run(graph, cypher.COUNT_MEMORIES, read_only=True))[0]
+        chunks = (await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]
+        memories = int(total or 0) - int(ingesting or 0)
+        found = await run(graph, cypher.READ_MODEL, read_only=True)
+        if found:
+            model, dim = found[0][0], int(found[0][1])
+    return Stats(
+        namespace=request.namespace, memories=memories, chunks=int(chunks or 0),
+        memories_ingesting=int(ingesting or 0),
+        queue_depth=await tasks.queue_depth(redis, settings.queue_name),
+        workers_alive=await tasks.workers_alive(redis),
+        tasks=await tasks.task_counts(redis, request.namespace, settings.task_ttl_days * 86400),
+        embedding_model=model, embedding_dim=dim,
+    )

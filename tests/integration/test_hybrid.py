@@ -1,0 +1,111 @@
+"""Hybrid retrieval through the real query service: modes, hostile queries, min_score,
+folding, "why", filters on tags and metadata, and the query-embedding cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.mcp import front as ops
+from shared.messages import SearchResponse
+from shared.validation import decode_add_memory, decode_search
+from tests.support.workers import run_workers
+
+NOTES = [
+    ("The invoice XJ-4471 from Nordwind GmbH is due on March 3.",
+     {"tags": ["finance", "due"], "source": "mail", "vendor": "nordwind", "amount": 1200}),
+    ("Our cat Miso hides under the sofa whenever thunderstorms roll in.",
+     {"tags": ["home"], "source": "diary"}),
+    ("Quarterly revenue grew because the subscription price went up.",
+     {"tags": ["finance"], "source": "report", "vendor": "internal"}),
+    ("Felines often seek small dark shelters when they are frightened by loud noise.",
+     {"tags": ["pets", "home"], "source": "book"}),
+]
+
+
+async def search(front, query, **options):
+    request = decode_search(query, options.pop("limit", 10), options.pop("filters", None),
+                            None, options.pop("mode", None), options.pop("min_score", None))
+    return (await front.query.call("/v1/search", request, SearchResponse)).results
+
+
+@pytest.fixture
+async def notes(settings, front, query_service):
+    receipts = [await ops.add_memory(front, decode_add_memory(text, meta, None))
+                for text, meta in NOTES]
+    await run_workers(settings)
+    return [r.memory_id for r in receipts]
+
+
+async def test_each_mode_finds_what_it_is_good_at(front, notes):
+    exact = await search(front, "XJ-4471", mode="keyword")
+    assert [h.memory_id for h in exact] == [notes[0]]
+    assert set(exact[0].why) == {"keyword"} and exact[0].why["keyword"].rank == 1
+    meaning = await search(front, "where does a scared kitty go?", mode="vector", limit=2)
+    assert {h.memory_id for h in meaning} == {notes[1], notes[3]}
+    assert all(set(h.why) == {"vector"} and 0 < h.score <= 1 for h in meaning)
+    hybrid = await search(front, "invoice XJ-4471 payment deadline")
+    assert hybrid[0].memory_id == notes[0]
+    assert set(hybrid[0].why) == {"vector", "keyword"} and hybrid[0].score > 0.9
+
+
+@pytest.mark.parametrize("hostile", [
+    '@text:{XJ} | "4471"', "XJ-4471*", "-(invoice)", "invoice OR 1=1; MATCH (n) DELETE n",
+    "%invoice% ~Nordwind", "{$where: 1}", "'; DROP GRAPH zapomni; --", "\\\\ \" ' ` ",
+])
+async def test_query_syntax_is_never_interpreted(front, notes, hostile):
+    for mode in ("keyword", "hybrid"):
+        results = await search(front, hostile, mode=mode)
+        assert all(h.memory_id in notes for h in results)
+    assert len(await search(front, "invoice", mode="keyword")) == 1  # the graph is intact
+
+
+async def test_stop_words_only_is_a_clean_empty_result(front, notes):
+    assert await search(front, "what is the, and of?!", mode="keyword") == []
+    assert len(await search(front, "what is the, and of?!", mode="hybrid")) == 4  # vector
+
+
+async def test_min_score_drops_weak_results(front, notes):
+    everything = await search(front, "cat hiding from thunder", mode="vector")
+    strong = await search(front, "cat hiding from thunder", mode="vector", min_score=0.4)
+    assert len(everything) == 4 and 0 < len(strong) < 4
+    assert all(h.score >= 0.4 for h in strong)
+
+
+async def test_filters_on_tags_and_metadata(front, notes):
+    both = await search(front, "money", filters={"tags_all": ["finance", "due"]})
+    assert [h.memory_id for h in both] == [notes[0]]
+    vendor = await search(front, "money", filters={"metadata": {"vendor": "internal"}})
+    assert [h.memory_id for h in vendor] == [notes[2]]
+    amount = await search(front, "money", filters={"metadata": {"amount": 1200}})
+    assert [h.memory_id for h in amount] == [notes[0]]
+    assert await search(front, "money", filters={"metadata": {"amount": "1200"}}) == []
+
+
+async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
+    from services.mcp.front import Front
+    from tests.conftest import make_settings
+    from tests.support.servers import ThreadedServer
+
+    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16)
+    text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
+                    for i in range(40))
+    from services.query.app import build_app
+
+    port = int(settings.query_url.rsplit(":", 1)[1])
+    with ThreadedServer(build_app(settings), port=port):
+        front = Front(settings)
+        try:
+            await ops.add_memory(front, decode_add_memory(text, None, None))
+            await run_workers(settings)
+            hits = await search(front, "crane container blue ship harbour", limit=20)
+        finally:
+            await front.aclose()
+    spans = sorted((h.char_start, h.char_end) for h in hits)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # no overlaps
+    assert sum(h.also_matched for h in hits) > 0
+
+
+async def test_repeated_queries_hit_the_embedding_cache(front, notes, aredis):
+    await search(front, "a question asked twice", mode="vector")
+    await search(front, "a question asked twice", mode="vector")
+    assert len(await aredis.keys("zapomni:qemb:onnx:all-MiniLM-L6-v2-int8:*")) == 1
