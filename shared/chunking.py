@@ -26,7 +26,7 @@ class Chunker:
 
     def __init__(self, chunk_tokens: int, overlap: int) -> None:
         capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
-        overlap = min(overlap, capacity // 2)
+        overlap = max(0, min(overlap, capacity // 2 - 1))  # must stay below the minimum size
         self.tokenizer: Tokenizer = load_tokenizer()
         self.capacity = capacity
         self._splitter = TextSplitter.from_huggingface_tokenizer(

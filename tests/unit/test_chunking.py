@@ -52,3 +52,8 @@ def test_chunks_never_exceed_what_the_in_process_model_reads():
     assert chunk_budget(Settings(chunk_tokens=512)) == 256
     assert chunk_budget(Settings(chunk_tokens=128)) == 128
     assert chunk_budget(Settings(chunk_tokens=512, ollama_url="http://o:11434")) == 512
+
+
+def test_small_chunk_sizes_keep_overlap_below_the_minimum():
+    chunks = Chunker(chunk_tokens=48, overlap=32).split(TEXT)
+    assert len(chunks) > 10 and all(c.tokens <= 46 for c in chunks)
