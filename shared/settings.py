@@ -55,6 +55,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ollama_timeout: float = 60.0
     ollama_retries: int = 4
     onnx_threads: int = 0  # 0: onnxruntime decides
+    embed_cache_days: int = 30  # chunk vectors kept in Redis by model + text; 0 turns it off
 
     # FalkorDB vector index (efRuntime is fixed per index: see notes/dependencies.md)
     hnsw_m: int = 32

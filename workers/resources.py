@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from arq.connections import ArqRedis
 
 from shared.chunking import Chunker, chunk_budget
-from shared.embed import Embedder, make_embedder
+from shared.embed import CachedEmbedder, Embedder, make_embedder
 from shared.graphstore import GraphStore
 from shared.settings import Settings
 from shared.tasks import WORKER_KEY, WORKER_TTL
@@ -41,6 +41,8 @@ def resources(ctx: dict) -> Resources:
 
 async def open_resources(ctx: dict, settings: Settings) -> None:
     embedder = make_embedder(settings)
+    if settings.embed_cache_days:
+        embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400)
     res = Resources(
         settings=settings,
         redis=ctx["redis"],

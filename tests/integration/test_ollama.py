@@ -133,3 +133,18 @@ async def test_model_mismatch_fails_the_task_and_stores_nothing(falkordb_url, fa
         assert not retry.duplicate  # a failed ingest frees the text to be added again
     finally:
         await front.aclose()
+
+
+async def test_chunk_vectors_are_cached_by_model_and_text(falkordb_url, fake_ollama, aredis):
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=48)
+    text = " ".join(f"Cached sentence {i} about lighthouses." for i in range(30))
+    await add_text(settings, text, namespace="first")
+    await run_workers(settings)
+    first = fake_ollama.texts
+    fake_ollama.reset_counts()
+    await add_text(settings, text, namespace="second")
+    await run_workers(settings)
+    assert first > 10
+    assert fake_ollama.texts == 1  # only the new worker's dimension probe
+    assert (await stored(settings, "second"))["ready"] == 1
+    assert len(await aredis.keys("zapomni:emb:ollama:nomic-embed-text:*")) == first - 1
