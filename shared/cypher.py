@@ -74,12 +74,11 @@ AND ($meta_kv IS NULL OR all(kv IN $meta_kv WHERE kv IN m.meta_kv))
 AND ($after IS NULL OR m.created_at >= $after)
 AND ($before IS NULL OR m.created_at < $before)
 """
-_HIT = """
+_RETURN_HIT = """
 RETURN m.id, c.id, c.text, score, c.char_start, c.char_end, m.tags, m.source, m.metadata,
        m.created_at
-ORDER BY score ASC, c.id ASC
-LIMIT $depth
 """
+_HIT = _RETURN_HIT + "ORDER BY score ASC, c.id ASC LIMIT $depth "
 
 # approximate: HNSW candidates, then the memory's filters (score is cosine distance)
 SEARCH_VECTOR = (
@@ -94,12 +93,17 @@ SEARCH_EXACT = (
     + "WITH m, c, vec.cosineDistance(c.embedding, vecf32($vector)) AS score " + _HIT
 )
 
-# full-text: the query is built by services/query/keyword.py from plain words only;
-# score is FalkorDB's TF-IDF (higher is better)
-SEARCH_KEYWORD = (
-    "CALL db.idx.fulltext.queryNodes('Chunk', $fulltext) YIELD node AS c, score "
+# full-text, one term at a time (services/query/search.py weighs terms by their rarity:
+# FalkorDB's own score is term frequency without inverse document frequency). The term is
+# one run of letters or digits (services/query/keyword.py), never query syntax.
+KEYWORD_TERM = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
-    + _HIT.replace("ORDER BY score ASC", "ORDER BY score DESC")
+    + "RETURN c.id, score LIMIT $postings"
+)
+HITS_BY_ID = (
+    "UNWIND $ids AS id MATCH (c:Chunk {id: id}) MATCH (m:Memory)-[:HAS_CHUNK]->(c) "
+    "WITH m, c, 0.0 AS score " + _RETURN_HIT
 )
 
 GET_MEMORY = """

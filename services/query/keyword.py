@@ -1,6 +1,6 @@
-"""Turning a user's question into a FalkorDB full-text (RediSearch) query that can only ever
-mean "any of these words": every term is a run of letters or digits, so `*`, `|`, `@`, `-`,
-quotes and braces in the question are separators, never syntax."""
+"""Turning a user's question into full-text terms. Every term is a run of letters or digits
+and is sent to FalkorDB's full-text index (RediSearch syntax) on its own, so `*`, `|`, `@`,
+`-`, quotes and braces in a question are separators, never syntax."""
 
 from __future__ import annotations
 
@@ -28,8 +28,3 @@ def terms(text: str) -> list[str]:
             seen.setdefault(word)
     return list(seen)[:MAX_TERMS]
 
-
-def fulltext_query(text: str) -> str | None:
-    """None when nothing searchable is left (only stop words or punctuation)."""
-    words = terms(text)
-    return " | ".join(words) if words else None

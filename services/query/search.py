@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import time
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from services.query.fusion import Candidate, collapse, fuse, single
-from services.query.keyword import fulltext_query
+from services.query.keyword import terms
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, run
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
 MAX_CANDIDATES = 1000
+MAX_POSTINGS = 20_000  # chunks one term may bring; more only for words in most chunks
 QUERY_CACHE_TTL = 7 * 86400
 Ranked = list[tuple[list[Any], float]]
 
@@ -102,12 +105,29 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
                          params: dict[str, Any]) -> Ranked:
-    query = fulltext_query(request.query)
-    if query is None:
+    """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
+    (a normalised term frequency). Terms go one per query, in parallel; a term's document
+    frequency is how many chunks (passing the filters) it matched."""
+    words = terms(request.query)
+    if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    rows = await run(graph, cypher.SEARCH_KEYWORD, {**params, "fulltext": query},
+    postings = await asyncio.gather(*(
+        run(graph, cypher.KEYWORD_TERM, {**params, "term": word, "postings": MAX_POSTINGS},
+            read_only=True) for word in words))
+    total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
+    scores: dict[str, float] = defaultdict(float)
+    for rows in postings:
+        df = len(rows)
+        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        for chunk_id, term_score in rows:
+            scores[chunk_id] += idf * float(term_score)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
+    if not best:
+        return []
+    rows = await run(graph, cypher.HITS_BY_ID, {"ids": [chunk_id for chunk_id, _ in best]},
                      read_only=True)
-    return [(row, float(row[3])) for row in rows]
+    by_id = {row[1]: row for row in rows}
+    return [(by_id[chunk_id], score) for chunk_id, score in best if chunk_id in by_id]
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:

@@ -1,0 +1,277 @@
+"""Retrieval benchmark on public data (../shared/data), through the product's own paths.
+
+    ./dev bench retrieval [--datasets scifact locomo hotpotqa musique] [--workers 2]
+                          [--ollama URL --ollama-model NAME]
+
+Documents go in through the front's code path (validation, task records, the arq queue) and
+real worker processes; every query goes through the query service over HTTP in each mode.
+Chunk vectors are cached in the benchmark's own FalkorDB/Redis (tests/bench/.cache), keyed by
+model and text, so re-runs skip embedding; a first run from nothing works too, slower.
+Prints a table and writes tests/bench/results/retrieval.json. Metric definitions:
+../shared/data/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import msgspec
+import redis.asyncio
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from services.query.app import build_app
+from services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from shared.messages import SEARCH_MODES, SearchRequest, SearchResponse
+from shared.settings import Settings
+from shared.validation import decode_add_memory
+from tests.support.servers import ThreadedServer
+from tests.support.workers import wait_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
+CACHE = ROOT / "tests" / "bench" / ".cache"
+RESULTS = ROOT / "tests" / "bench" / "results"
+
+
+@dataclass
+class Doc:
+    id: str
+    text: str
+    namespace: str
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class Query:
+    id: str
+    text: str
+    namespace: str
+    relevant: set[str]
+    category: int = 0
+
+
+def jsonl(path: Path) -> list[dict]:
+    with path.open() as lines:
+        return [json.loads(line) for line in lines]
+
+
+def qrels(path: Path) -> dict[str, set[str]]:
+    relevant: dict[str, set[str]] = defaultdict(set)
+    for line in path.read_text().splitlines()[1:]:
+        qid, doc, score = line.split("\t")
+        if int(score) > 0:
+            relevant[qid].add(doc)
+    return relevant
+
+
+def load_beir(name: str, folder: str, labels: str) -> tuple[list[Doc], list[Query]]:
+    docs = [Doc(d["_id"], f"{d['title']}\n\n{d['text']}".strip(), name)
+            for d in jsonl(DATA / folder / "corpus.jsonl")]
+    rel = qrels(DATA / folder / "qrels" / labels)
+    queries = [Query(q["_id"], q["text"], name, rel[q["_id"]])
+               for q in jsonl(DATA / folder / "queries.jsonl") if rel.get(q["_id"])]
+    return docs, queries
+
+
+def load_locomo() -> tuple[list[Doc], list[Query]]:
+    docs = [Doc(t["dia_id"], f"[{t['date_time']}] {t['speaker']}: {t['text']}",
+                f"locomo-{t['conv']}",
+                {"speaker": t["speaker"], "session": t["session"], "date_time": t["date_time"]})
+            for t in jsonl(DATA / "locomo" / "turns.jsonl")]
+    queries = [Query(q["_id"], q["question"], f"locomo-{q['conv']}", set(q["evidence"]),
+                     int(q["category"]))
+               for q in jsonl(DATA / "locomo" / "qa.jsonl") if q["evidence"]]
+    return docs, queries
+
+
+LOADERS = {
+    "scifact": lambda: load_beir("scifact", "scifact", "train.tsv"),
+    "locomo": load_locomo,
+    "hotpotqa": lambda: load_beir("hotpotqa", "hotpotqa_train100", "dev.tsv"),
+    "musique": lambda: load_beir("musique", "musique_train100", "dev.tsv"),
+}
+
+
+# ---- metrics ------------------------------------------------------------------------------
+
+def ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / ideal if ideal else 0.0
+
+
+def recall(ranked: list[str], relevant: set[str], k: int) -> float:
+    return len(set(ranked[:k]) & relevant) / len(relevant)
+
+
+def all_found(ranked: list[str], relevant: set[str], k: int = 10) -> float:
+    return float(relevant <= set(ranked[:k]))
+
+
+def mean(values: list[float]) -> float:
+    return round(statistics.fmean(values), 4) if values else 0.0
+
+
+def score(name: str, queries: list[Query], ranked: list[list[str]]) -> dict:
+    if name == "locomo":
+        row = {f"R@{k}": mean([recall(r, q.relevant, k) for q, r in zip(queries, ranked,
+                                                                          strict=True)
+                               if q.category in (1, 2, 3, 4)]) for k in (5, 10)}
+        for category in (1, 2, 3, 4, 5):
+            row[f"R@10 cat{category}"] = mean([recall(r, q.relevant, 10) for q, r in
+                                               zip(queries, ranked, strict=True)
+                                               if q.category == category])
+        return row
+    row = {"nDCG@10": mean([ndcg(r, q.relevant) for q, r in zip(queries, ranked, strict=True)]),
+           "R@10": mean([recall(r, q.relevant, 10) for q, r in zip(queries, ranked,
+                                                                   strict=True)])}
+    if name == "scifact":
+        row["R@100"] = mean([recall(r, q.relevant, 100) for q, r in zip(queries, ranked,
+                                                                        strict=True)])
+    else:
+        row["AllSup@10"] = mean([all_found(r, q.relevant) for q, r in zip(queries, ranked,
+                                                                          strict=True)])
+    return row
+
+
+# ---- running ------------------------------------------------------------------------------
+
+async def reset(client: redis.asyncio.Redis) -> None:
+    """Empty everything but the chunk-embedding cache."""
+    async for key in client.scan_iter(count=1000):
+        if not key.startswith(b"zapomni:emb:"):
+            await client.delete(key)
+
+
+async def ingest(settings: Settings, docs: list[Doc], workers: int) -> tuple[dict, float]:
+    """Add every document through the front, run worker processes until all are done."""
+    front = Front(settings)
+    owners: dict[tuple[str, str], list[str]] = defaultdict(list)
+    receipts = []
+    try:
+        for doc in docs:
+            receipt = await ops.add_memory(front, decode_add_memory(doc.text, doc.metadata,
+                                                                    doc.namespace))
+            owners[(doc.namespace, receipt.memory_id)].append(doc.id)
+            receipts.append(receipt)
+    finally:
+        await front.aclose()
+    env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0",
+           "ZAPOMNI_ONNX_THREADS": str(max(1, 2 // workers))}
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "workers"], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(workers)]
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    try:
+        await wait_tasks(client, [r.task_id for r in receipts], timeout=7200,
+                         until=("done", "failed"))
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+        await client.aclose()
+    return owners, time.perf_counter() - started
+
+
+async def search_all(http: httpx.AsyncClient, queries: list[Query], mode: str,
+                     owners: dict) -> tuple[list[list[str]], list[float]]:
+    ranked, latencies = [], []
+    for q in queries:
+        body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=100,
+                                                 namespace=q.namespace, mode=mode))
+        started = time.perf_counter()
+        response = await http.post("/v1/search", content=body,
+                                   headers={"content-type": "application/json"})
+        latencies.append(time.perf_counter() - started)
+        response.raise_for_status()
+        hits = msgspec.json.decode(response.content, type=SearchResponse).results
+        docs: dict[str, None] = {}
+        for hit in hits:
+            for doc in owners[(q.namespace, hit.memory_id)]:
+                docs.setdefault(doc)
+        ranked.append(list(docs))
+    return ranked, latencies
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))] * 1000, 1)
+
+
+async def run(args: argparse.Namespace, url: str) -> list[dict]:
+    overrides = {"ollama_url": args.ollama, "ollama_model": args.ollama_model} \
+        if args.ollama else {}
+    query_port = free_port()
+    settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
+                                 query_url=f"http://127.0.0.1:{query_port}",
+                                 max_queue_depth=1_000_000, **overrides)
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    await reset(client)
+    await client.aclose()
+    rows = []
+    with ThreadedServer(build_app(settings), port=query_port) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            for name in args.datasets:
+                docs, queries = LOADERS[name]()
+                owners, seconds = await ingest(settings, docs, args.workers)
+                print(f"{name}: {len(docs)} docs ingested in {seconds:.1f}s", flush=True)
+                for mode in SEARCH_MODES:
+                    ranked, latencies = await search_all(http, queries, mode, owners)
+                    rows.append({"dataset": name, "mode": mode, "queries": len(queries),
+                                 **score(name, queries, ranked),
+                                 "p50_ms": percentile(latencies, 0.5),
+                                 "p95_ms": percentile(latencies, 0.95),
+                                 "ingest_s": round(seconds, 1)})
+                    print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = []
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        subset = [r for r in rows if r["dataset"] == name]
+        header = list(subset[0])
+        lines.append(" | ".join(header))
+        lines += [" | ".join(str(r[h]) for h in header) for r in subset]
+        lines.append("")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=list(LOADERS), choices=list(LOADERS))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ollama", default="", help="an Ollama URL instead of the ONNX model")
+    parser.add_argument("--ollama-model", default="nomic-embed-text")
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=True)
+    try:
+        rows = await run(args, f"redis://127.0.0.1:{port}")
+    finally:
+        stop_process(server, timeout=120)
+    print()
+    print(table(rows))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "retrieval.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
