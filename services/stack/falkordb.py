@@ -102,7 +102,7 @@ def start_server(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
     return process
 
 
-def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0) -> None:
     """Until the server answers PING and has loaded its data (AOF replay can take a while)."""
     client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=5)
     deadline = time.monotonic() + timeout
@@ -114,10 +114,9 @@ def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 60.0)
             try:
                 if client.ping():
                     return
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except redis.exceptions.ConnectionError:
-                pass
+            except (redis.exceptions.BusyLoadingError, redis.exceptions.ConnectionError,
+                    redis.exceptions.TimeoutError):
+                pass  # not listening yet, or still loading its data (that can block a reply)
             time.sleep(0.1)
     finally:
         client.close()
