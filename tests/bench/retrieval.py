@@ -216,6 +216,9 @@ def percentile(values: list[float], p: float) -> float:
 async def run(args: argparse.Namespace, url: str) -> list[dict]:
     overrides = {"ollama_url": args.ollama, "ollama_model": args.ollama_model} \
         if args.ollama else {}
+    overrides.update({k: v for k, v in (("rrf_k", args.rrf_k), ("weight_vector",
+                      args.weight_vector), ("weight_keyword", args.weight_keyword))
+                      if v is not None})
     query_port = free_port()
     settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                  query_url=f"http://127.0.0.1:{query_port}",
@@ -230,7 +233,7 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
                 docs, queries = LOADERS[name]()
                 owners, seconds = await ingest(settings, docs, args.workers)
                 print(f"{name}: {len(docs)} docs ingested in {seconds:.1f}s", flush=True)
-                for mode in SEARCH_MODES:
+                for mode in args.modes:
                     ranked, latencies = await search_all(http, queries, mode, owners)
                     rows.append({"dataset": name, "mode": mode, "queries": len(queries),
                                  **score(name, queries, ranked),
@@ -259,13 +262,23 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ollama", default="", help="an Ollama URL instead of the ONNX model")
     parser.add_argument("--ollama-model", default="nomic-embed-text")
+    parser.add_argument("--rrf-k", type=int, help="override ZAPOMNI_RRF_K")
+    parser.add_argument("--weight-vector", type=float, help="override ZAPOMNI_WEIGHT_VECTOR")
+    parser.add_argument("--weight-keyword", type=float, help="override ZAPOMNI_WEIGHT_KEYWORD")
+    parser.add_argument("--modes", nargs="+", default=list(SEARCH_MODES), choices=SEARCH_MODES)
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=True)
+    # no AOF: replaying every graph write at start-up is slow. The cache is an RDB snapshot
+    # of the embedding keys alone, taken once the graphs are gone.
+    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=False)
     try:
         rows = await run(args, f"redis://127.0.0.1:{port}")
     finally:
+        client = redis.asyncio.Redis(port=port)
+        await reset(client)
+        await client.save()
+        await client.aclose()
         stop_process(server, timeout=120)
     print()
     print(table(rows))
