@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from shared.settings import Settings
 from shared.validation import decode_add_memory
 from tests.support.graph import stored
 from tests.support.servers import falkordb_process
-from tests.support.workers import wait_tasks
+from tests.support.workers import wait_tasks, worker_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,19 +50,11 @@ async def run_once(url: str, texts: list[str], workers: int) -> dict:
         receipts.append(await ops.add_memory(front, decode_add_memory(text, None, None)))
         latencies.append(time.perf_counter() - started)
     await front.aclose()
-    env = {**os.environ, **settings.to_env(), "ZAPOMNI_ONNX_THREADS": str(max(1, 2 // workers))}
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "workers"], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for _ in range(workers)]
-    try:
+    with worker_processes(settings, workers, ZAPOMNI_ONNX_THREADS=str(max(1, 2 // workers))):
         await wait_tasks(client, [r.task_id for r in receipts], timeout=3600,
                          until=("done", "failed"))
         elapsed = time.perf_counter() - started
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
     chunks = (await stored(settings))["chunks"]
     await client.aclose()
     latencies.sort()

@@ -17,10 +17,7 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -38,7 +35,7 @@ from shared.messages import SEARCH_MODES, SearchRequest, SearchResponse
 from shared.settings import Settings
 from shared.validation import decode_add_memory
 from tests.support.servers import ThreadedServer
-from tests.support.workers import wait_tasks
+from tests.support.workers import wait_tasks, worker_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
@@ -169,21 +166,14 @@ async def ingest(settings: Settings, docs: list[Doc], workers: int) -> tuple[dic
             receipts.append(receipt)
     finally:
         await front.aclose()
-    env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0",
-           "ZAPOMNI_ONNX_THREADS": str(max(1, 2 // workers))}
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "workers"], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for _ in range(workers)]
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     try:
-        await wait_tasks(client, [r.task_id for r in receipts], timeout=7200,
-                         until=("done", "failed"))
+        with worker_processes(settings, workers,
+                              ZAPOMNI_ONNX_THREADS=str(max(1, 2 // workers))):
+            await wait_tasks(client, [r.task_id for r in receipts], timeout=7200,
+                             until=("done", "failed"))
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait()
         await client.aclose()
     return owners, time.perf_counter() - started
 

@@ -13,9 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,9 +25,10 @@ from shared.validation import decode_add_memory
 from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer, falkordb_process
-from tests.support.workers import wait_tasks
+from tests.support.workers import wait_tasks, worker_processes
 
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "bench" / "results"
 
 
 def documents(count: int) -> list[str]:
@@ -51,22 +49,12 @@ async def run_once(url: str, fake: FakeOllama, texts: list[str], workers: int,
     receipts = [await ops.add_memory(front, decode_add_memory(t, None, None)) for t in texts]
     await front.aclose()
     fake.reset_counts()
-    env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0"}
+    RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    log = (ROOT / "tests" / "bench" / "results")
-    log.mkdir(parents=True, exist_ok=True)
-    with (log / f"scaling-workers-{workers}.log").open("wb") as out:
-        procs = [subprocess.Popen([sys.executable, "-m", "workers"], env=env, cwd=ROOT,
-                                  stdout=out, stderr=out)
-                 for _ in range(workers)]
-    try:
+    with worker_processes(settings, workers, log_path=RESULTS / f"scaling-{workers}.log"):
         await wait_tasks(client, [r.task_id for r in receipts], timeout=3600,
                          until=("done", "failed"))
         elapsed = time.perf_counter() - started
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
     chunks = (await stored(settings))["chunks"]
     await client.aclose()
     ceiling = 32 / args.latency  # requests/s one worker could make with 32 in flight
@@ -102,9 +90,7 @@ async def main() -> None:
     if len(rows) > 1:
         print(f"speed-up {rows[-1]['workers']} vs {rows[0]['workers']} workers: "
               f"{rows[-1]['chunks_per_s'] / rows[0]['chunks_per_s']:.2f}x")
-    out = ROOT / "tests" / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling.json").write_text(json.dumps(rows, indent=2))
+    (RESULTS / "scaling.json").write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

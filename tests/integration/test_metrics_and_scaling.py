@@ -4,11 +4,6 @@ four worker processes sharing one fanned-out document."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import tempfile
-from contextlib import contextmanager
 
 import httpx
 from fastmcp import Client
@@ -17,11 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.mcp.server import build_server
 from services.stack.falkordb import free_port
 from shared import tasks
-from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer
-from tests.support.workers import add_text, wait_tasks
+from tests.support.workers import add_text, wait_tasks, worker_processes
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -40,30 +34,13 @@ async def scrape(url: str) -> dict:
     return samples(response.text)
 
 
-@contextmanager
-def worker_processes(settings: Settings, count: int, metrics_ports: list[int] | None = None):
-    with tempfile.TemporaryFile() as logs:
-        procs = []
-        for i in range(count):
-            port = metrics_ports[i] if metrics_ports else 0
-            env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": str(port)}
-            procs.append(subprocess.Popen([sys.executable, "-m", "workers"], env=env,
-                                          stdout=logs, stderr=logs))
-        try:
-            yield procs
-        finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(30)
-
-
 async def test_every_process_serves_metrics_that_move(settings, query_service, aredis):
     worker_port = free_port()
     with ThreadedServer(build_server(settings).http_app()) as front_server, \
-            worker_processes(settings, 1, [worker_port]):
+            worker_processes(settings, 1, metrics_ports=[worker_port]):
         front_metrics = f"{front_server.url}/metrics"
         before = await scrape(front_metrics)
+        query_before = await scrape(f"{query_service}/metrics")
         async with Client(f"{front_server.url}/mcp") as client:
             added = (await client.call_tool("add_memory", {"text": "Metrics are counted."})).data
             await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
@@ -86,9 +63,14 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
     assert moved("zapomni_tool_calls_total", tool="search_memory", outcome="ok") == 2
     assert moved("zapomni_tool_seconds_count", tool="search_memory") == 2
     assert moved("zapomni_enqueue_seconds_count") == 1
-    # front and query share this test process, so their registry: read search from query
-    assert value(query, "zapomni_search_seconds_count", mode="vector") >= 2
-    assert value(query, "zapomni_query_embedding_cache_total", result="hit") >= 1
+    # front and query share this test process, and so a registry: compare with before
+    def query_moved(name, **labels):
+        return value(query, name, **labels) - value(query_before, name, **labels)
+
+    assert query_moved("zapomni_search_seconds_count", mode="hybrid") == 2
+    assert query_moved("zapomni_query_embedding_cache_total", result="hit") == 1
+    assert query_moved("zapomni_query_embedding_cache_total", result="miss") == 1
+    assert query_moved("zapomni_search_candidates_count", signal="keyword") == 2
     assert value(query, "zapomni_tasks", state="done") == 1
     assert value(query, "zapomni_queue_depth") == 0
     assert value(worker, "zapomni_jobs_total", job="ingest_memory", outcome="done") == 1

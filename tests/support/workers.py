@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
@@ -47,3 +54,25 @@ async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
                     pending.discard(task_id)
             if pending:
                 await asyncio.sleep(0.1)
+
+
+@contextmanager
+def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int] | None = None,
+                     log_path: Path | None = None,
+                     **env: str) -> Iterator[list[subprocess.Popen]]:
+    """``count`` real ``python -m workers`` processes with these settings (metrics off unless
+    ports are given), their output in ``log_path`` or a temporary file; ended on exit."""
+    base = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0", **env}
+    with (log_path.open("ab") if log_path else tempfile.TemporaryFile()) as out:
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "workers"], stdout=out, stderr=out,
+            env={**base, **({"ZAPOMNI_WORKER_METRICS_PORT": str(metrics_ports[i])}
+                            if metrics_ports else {})})
+            for i in range(count)]
+        try:
+            yield procs
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
