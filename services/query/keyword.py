@@ -28,3 +28,25 @@ def terms(text: str) -> list[str]:
             seen.setdefault(word)
     return list(seen)[:MAX_TERMS]
 
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper, enough to count "directors" as "director" when
+    scoring (FalkorDB's index matches stems, so candidates arrive with such variants)."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""),
+                         ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: len(word) - len(suffix)] + keep
+    return word
+
+
+def bm25(text: str, idf: dict[str, float], avgdl: float, k1: float = 0.9,
+         b: float = 0.4) -> float:
+    """BM25 of one chunk for the query terms in ``idf`` (keys already stemmed)."""
+    tokens = [stem(w) for w in WORD.findall(text.lower())]
+    counts: dict[str, int] = {}
+    for token in tokens:
+        if token in idf:
+            counts[token] = counts.get(token, 0) + 1
+    norm = k1 * (1 - b + b * len(tokens) / max(avgdl, 1.0))
+    return sum(idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in counts.items())

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import statistics
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from services.query.fusion import Candidate, collapse, fuse, single
-from services.query.keyword import terms
+from services.query.keyword import WORD, bm25, stem, terms
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, run
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
 MAX_CANDIDATES = 1000
+RESCORE_POOL = 200  # full-text candidates re-scored with BM25
 MAX_POSTINGS = 20_000  # chunks one term may bring; more only for words in most chunks
 QUERY_CACHE_TTL = 7 * 86400
 Ranked = list[tuple[list[Any], float]]
@@ -118,16 +120,23 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     scores: dict[str, float] = defaultdict(float)
     for rows in postings:
         df = len(rows)
-        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        weight = math.log(1 + (total - df + 0.5) / (df + 0.5))
         for chunk_id, term_score in rows:
-            scores[chunk_id] += idf * float(term_score)
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
-    if not best:
+            scores[chunk_id] += weight * float(term_score)
+    pool = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    pool = pool[:max(params["depth"], RESCORE_POOL)]
+    if not pool:
         return []
-    rows = await run(graph, cypher.HITS_BY_ID, {"ids": [chunk_id for chunk_id, _ in best]},
+    rows = await run(graph, cypher.HITS_BY_ID, {"ids": [chunk_id for chunk_id, _ in pool]},
                      read_only=True)
-    by_id = {row[1]: row for row in rows}
-    return [(by_id[chunk_id], score) for chunk_id, score in best if chunk_id in by_id]
+    # BM25 over the pool: term frequency saturates and long chunks are normalised, which
+    # FalkorDB's score does not do
+    idf = {stem(w): math.log(1 + (total - len(p) + 0.5) / (len(p) + 0.5))
+           for w, p in zip(words, postings, strict=True)}
+    avgdl = statistics.fmean(len(WORD.findall(row[2])) for row in rows) if rows else 1.0
+    rescored = sorted(((row, bm25(row[2], idf, avgdl)) for row in rows),
+                      key=lambda item: (-item[1], item[0][1]))
+    return rescored[:params["depth"]]
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:

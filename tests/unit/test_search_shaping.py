@@ -73,3 +73,18 @@ def test_metadata_filters_match_what_workers_store():
     assert set(wanted) <= set(stored)
     assert not set(meta_pairs({"page": "12"})) <= set(stored)  # "12" is not 12
     assert meta_pairs(None) is None
+
+
+def test_bm25_saturates_and_normalises_length():
+    from services.query.keyword import bm25, stem
+
+    assert [stem(w) for w in ("directors", "studies", "glass", "running", "cat")] == \
+        ["director", "study", "glass", "runn", "cat"]
+    idf = {"lighthouse": 2.0, "storm": 1.0}
+    once = bm25("The lighthouse stood.", idf, avgdl=3)
+    thrice = bm25("Lighthouse lighthouse lighthouse stood.", idf, avgdl=3)
+    assert 0 < once < thrice < 3 * once  # more occurrences help, with diminishing returns
+    short = bm25("lighthouse storm", idf, avgdl=10)
+    padded = bm25("lighthouse storm " + "filler " * 40, idf, avgdl=10)
+    assert short > padded  # the same matches in a longer chunk count for less
+    assert bm25("nothing relevant here", idf, avgdl=3) == 0
