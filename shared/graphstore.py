@@ -9,6 +9,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+import msgspec
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
@@ -24,6 +25,13 @@ GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" wo
 
 def graph_name(namespace: str) -> str:
     return GRAPH_PREFIX + namespace
+
+
+def meta_pair(key: str, value: object) -> str:
+    """How a top-level scalar metadata value is stored on a Memory (m.meta_kv) and matched
+    by search filters: "key=<JSON value>", so 12 and "12" stay different and no user key
+    ever becomes a property name in Cypher."""
+    return f"{key}={msgspec.json.encode(value).decode()}"
 
 
 class GraphStore:

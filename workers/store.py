@@ -9,13 +9,13 @@ from falkordb.asyncio.graph import AsyncGraph
 
 from shared import cypher
 from shared.embed import to_params
+from shared.graphstore import meta_pair
 from shared.graphstore import run as run_query
 from shared.ids import chunk_id
 from shared.messages import ChunkSpan, IngestJob
 from shared.metrics import FALKORDB_WRITE_SECONDS
 
 _decode_json = msgspec.json.Decoder().decode
-_encode_json = msgspec.json.Encoder().encode
 LINK_BATCH = 2000
 DELETE_BATCH = 1000
 
@@ -29,7 +29,7 @@ def meta_pairs(metadata_json: str) -> list[str]:
     """Top-level scalar metadata as "key=<JSON value>" strings, so search can filter on
     equality with a list test instead of user-named properties in Cypher."""
     metadata = _decode_json(metadata_json)
-    return sorted(f"{key}={_encode_json(value).decode()}" for key, value in metadata.items()
+    return sorted(meta_pair(key, value) for key, value in metadata.items()
                   if isinstance(value, str | int | float | bool))
 
 

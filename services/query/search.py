@@ -28,13 +28,12 @@ from services.query.fusion import Candidate, collapse, fuse, single
 from services.query.keyword import WORD, bm25, stem, terms
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
-from shared.graphstore import GraphStore, check_model, run
+from shared.graphstore import GraphStore, check_model, meta_pair, run
 from shared.messages import SearchHit, SearchRequest, SearchResponse
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
-_encode_json = msgspec.json.Encoder().encode
 MAX_CANDIDATES = 1000
 RESCORE_POOL = 200  # full-text candidates re-scored with BM25
 MAX_POSTINGS = 20_000  # chunks one term may bring; more only for words in most chunks
@@ -56,7 +55,7 @@ def meta_pairs(metadata: dict[str, Any] | None) -> list[str] | None:
     """Metadata equality filters in the form workers store them (see workers/store.py)."""
     if metadata is None:
         return None
-    return [f"{key}={_encode_json(value).decode()}" for key, value in sorted(metadata.items())]
+    return [meta_pair(key, value) for key, value in sorted(metadata.items())]
 
 
 def filter_params(request: SearchRequest) -> dict[str, Any]:
@@ -119,8 +118,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
     scores: dict[str, float] = defaultdict(float)
     for rows in postings:
-        df = len(rows)
-        weight = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        weight = idf(total, len(rows))
         for chunk_id, term_score in rows:
             scores[chunk_id] += weight * float(term_score)
     pool = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
@@ -131,12 +129,16 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
                      read_only=True)
     # BM25 over the pool: term frequency saturates and long chunks are normalised, which
     # FalkorDB's score does not do
-    idf = {stem(w): math.log(1 + (total - len(p) + 0.5) / (len(p) + 0.5))
-           for w, p in zip(words, postings, strict=True)}
+    weights = {stem(w): idf(total, len(p)) for w, p in zip(words, postings, strict=True)}
     avgdl = statistics.fmean(len(WORD.findall(row[2])) for row in rows) if rows else 1.0
-    rescored = sorted(((row, bm25(row[2], idf, avgdl)) for row in rows),
+    rescored = sorted(((row, bm25(row[2], weights, avgdl)) for row in rows),
                       key=lambda item: (-item[1], item[0][1]))
     return rescored[:params["depth"]]
+
+
+def idf(total: int, df: int) -> float:
+    """BM25's inverse document frequency of a term found in df of total chunks."""
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
