@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
@@ -66,7 +67,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: str = ""  # default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
     cache_dir: str = ""  # default: $XDG_CACHE_HOME/zapomni or ~/.cache/zapomni
 
-    # search (fusion weights are per signal; rrf_k dampens the advantage of rank 1)
+    # search: "score" fuses standardised scores, "rrf" reciprocal ranks (rrf_k dampens the
+    # advantage of rank 1); weights are per signal. See README, "Retrieval quality".
+    fusion: Literal["score", "rrf"] = "score"
     rrf_k: int = 60
     weight_vector: float = 1.0
     weight_keyword: float = 1.0

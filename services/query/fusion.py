@@ -1,8 +1,10 @@
-"""Reciprocal rank fusion of the signals' ranked lists, folding of overlapping chunks of one
-memory, and the per-result "why"."""
+"""Fusion of the signals' ranked lists (standardised scores, or reciprocal ranks), folding of
+overlapping chunks of one memory, and the per-result "why"."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,21 +27,68 @@ class Candidate:
         return int(self.row[4]), int(self.row[5])
 
 
-def fuse(ranked: dict[str, list[tuple[list[Any], float]]], weights: dict[str, float],
-         k: int) -> list[Candidate]:
-    """RRF: each signal adds weight / (k + rank). The result is scaled so that 1.0 means
-    "ranked first by every signal that ran"."""
+Ranked = dict[str, list[tuple[list[Any], float]]]
+
+
+def gather(ranked: Ranked) -> dict[str, Candidate]:
+    """Every chunk any signal found, with the rank and score each signal gave it."""
     by_chunk: dict[str, Candidate] = {}
     for signal, rows in ranked.items():
-        weight = weights.get(signal, 1.0)
         for rank, (row, signal_score) in enumerate(rows, start=1):
             candidate = by_chunk.setdefault(row[1], Candidate(row=row))
-            candidate.score += weight / (k + rank)
             candidate.why[signal] = SignalMatch(rank=rank, score=round(signal_score, 6))
+    return by_chunk
+
+
+def ordered(by_chunk: dict[str, Candidate]) -> list[Candidate]:
+    return sorted(by_chunk.values(), key=lambda c: (-c.score, c.row[1]))
+
+
+def fuse_scores(ranked: Ranked, weights: dict[str, float], head: int) -> list[Candidate]:
+    """Score fusion: each signal's scores are standardised (z-score) over its best ``head``
+    candidates; a chunk a signal ranked lower or did not return gets the z of that head's
+    last one. The weighted mean of the z-scores goes through the normal CDF: 0.5 is an
+    average candidate, 0.84 one standard deviation above. Unlike rank fusion this keeps how
+    far apart the scores are, so a signal that is sure (one chunk far ahead) outweighs one
+    that is not; the fixed head keeps the top of the list the same whatever the limit."""
+    by_chunk = gather(ranked)
+    total = sum(weights.get(signal, 1.0) for signal in ranked) or 1.0
+    for signal, rows in ranked.items():
+        z, floor = standardise([score for _, score in rows[:head]])
+        share = weights.get(signal, 1.0) / total
+        found = {row[1]: value for (row, _), value in zip(rows, z, strict=False)}
+        for chunk_id, candidate in by_chunk.items():
+            candidate.score += share * found.get(chunk_id, floor)
+    for candidate in by_chunk.values():
+        candidate.score = round(0.5 * (1 + math.erf(candidate.score / math.sqrt(2))), 6)
+    return ordered(by_chunk)
+
+
+def standardise(scores: list[float]) -> tuple[list[float], float]:
+    """z-scores of one signal's candidates, and the value for a chunk it did not return."""
+    if not scores:
+        return [], 0.0
+    spread = statistics.pstdev(scores)
+    if spread == 0:  # one candidate, or all tied: found beats not found, nothing more
+        return [1.0] * len(scores), -1.0
+    mean = statistics.fmean(scores)
+    z = [(score - mean) / spread for score in scores]
+    return z, min(z)
+
+
+def fuse_ranks(ranked: Ranked, weights: dict[str, float], k: int) -> list[Candidate]:
+    """RRF: each signal adds weight / (k + rank). The result is scaled so that 1.0 means
+    "ranked first by every signal that ran"."""
+    by_chunk = gather(ranked)
+    for signal in ranked:
+        weight = weights.get(signal, 1.0)
+        for candidate in by_chunk.values():
+            if signal in candidate.why:
+                candidate.score += weight / (k + candidate.why[signal].rank)
     best = sum(weights.get(signal, 1.0) for signal in ranked) / (k + 1) or 1.0
     for candidate in by_chunk.values():
         candidate.score = round(candidate.score / best, 6)
-    return sorted(by_chunk.values(), key=lambda c: (-c.score, c.row[1]))
+    return ordered(by_chunk)
 
 
 def single(signal: str, rows: list[tuple[list[Any], float]]) -> list[Candidate]:

@@ -1,8 +1,8 @@
 """The read path's search: gather candidates from each signal, fuse, filter, fold, shape.
 
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
-leave too few), ``keyword`` (FalkorDB full-text, TF-IDF) and ``hybrid`` (both, fused with
-reciprocal rank fusion). Read-only.
+leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25) and ``hybrid``
+(both, fused by standardised score, or by reciprocal rank with ``fusion = "rrf"``). Read-only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from services.query.fusion import Candidate, collapse, fuse, single
+from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import WORD, bm25, stem, terms
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
@@ -84,7 +84,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
         weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword}
-        candidates = fuse(ranked, weights, settings.rrf_k)
+        candidates = fuse_ranks(ranked, weights, settings.rrf_k) if settings.fusion == "rrf" \
+            else fuse_scores(ranked, weights, settings.search_candidates)
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]

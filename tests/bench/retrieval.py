@@ -179,8 +179,8 @@ async def ingest(settings: Settings, docs: list[Doc], workers: int) -> tuple[dic
 
 
 async def search_all(http: httpx.AsyncClient, queries: list[Query], mode: str,
-                     owners: dict) -> tuple[list[list[str]], list[float]]:
-    ranked, latencies = [], []
+                     owners: dict) -> tuple[list[list[str]], list[float], list[list[float]]]:
+    ranked, latencies, scores = [], [], []
     for q in queries:
         body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=100,
                                                  namespace=q.namespace, mode=mode))
@@ -190,12 +190,13 @@ async def search_all(http: httpx.AsyncClient, queries: list[Query], mode: str,
         latencies.append(time.perf_counter() - started)
         response.raise_for_status()
         hits = msgspec.json.decode(response.content, type=SearchResponse).results
-        docs: dict[str, None] = {}
+        docs: dict[str, float] = {}
         for hit in hits:
             for doc in owners[(q.namespace, hit.memory_id)]:
-                docs.setdefault(doc)
+                docs.setdefault(doc, hit.score)
         ranked.append(list(docs))
-    return ranked, latencies
+        scores.append(list(docs.values()))
+    return ranked, latencies, scores
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -224,7 +225,9 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
                 owners, seconds = await ingest(settings, docs, args.workers)
                 print(f"{name}: {len(docs)} docs ingested in {seconds:.1f}s", flush=True)
                 for mode in args.modes:
-                    ranked, latencies = await search_all(http, queries, mode, owners)
+                    ranked, latencies, scores = await search_all(http, queries, mode, owners)
+                    if args.dump:
+                        dump(args.dump, name, mode, queries, ranked, scores)
                     rows.append({"dataset": name, "mode": mode, "queries": len(queries),
                                  **score(name, queries, ranked),
                                  "p50_ms": percentile(latencies, 0.5),
@@ -232,6 +235,15 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
                                  "ingest_s": round(seconds, 1)})
                     print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def dump(folder: Path, name: str, mode: str, queries: list[Query], ranked: list[list[str]],
+         scores: list[list[float]]) -> None:
+    """Every query's ranked documents and scores, for studying fusion offline."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}-{mode}.json").write_text(json.dumps([
+        {"id": q.id, "category": q.category, "relevant": sorted(q.relevant), "ranked": r,
+         "scores": s} for q, r, s in zip(queries, ranked, scores, strict=True)]))
 
 
 def table(rows: list[dict]) -> str:
@@ -255,6 +267,7 @@ async def main() -> None:
     parser.add_argument("--rrf-k", type=int, help="override ZAPOMNI_RRF_K")
     parser.add_argument("--weight-vector", type=float, help="override ZAPOMNI_WEIGHT_VECTOR")
     parser.add_argument("--weight-keyword", type=float, help="override ZAPOMNI_WEIGHT_KEYWORD")
+    parser.add_argument("--dump", type=Path, help="write each query's ranking here (JSON)")
     parser.add_argument("--modes", nargs="+", default=list(SEARCH_MODES), choices=SEARCH_MODES)
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-from services.query.fusion import Candidate, collapse, fuse, single
+from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import terms
 from services.query.search import candidate_depth, hnsw_k, meta_pairs, shape_hit
 from shared.settings import Settings
@@ -21,22 +21,48 @@ def test_hit_from_a_candidate():
 def test_rrf_rewards_agreement_and_explains_ranks():
     vector = [(row("a", 0), 0.9), (row("b", 0), 0.8), (row("c", 0), 0.7)]
     keyword = [(row("c", 0), 7.0), (row("b", 0), 5.0)]
-    fused = fuse({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 1}, k=60)
+    fused = fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 1}, k=60)
     # c: 1/63 + 1/61 beats b: 2/62 by a hair; a, found by one signal only, comes last
     assert [c.memory_id for c in fused] == ["c", "b", "a"]
     assert fused[1].why["vector"].rank == 2 and fused[1].why["keyword"].rank == 2
     assert "keyword" not in fused[2].why
-    top = fuse({"vector": vector[:1], "keyword": [(row("a", 0), 1.0)]}, {}, k=60)[0]
+    top = fuse_ranks({"vector": vector[:1], "keyword": [(row("a", 0), 1.0)]}, {}, k=60)[0]
     assert top.score == 1.0  # first in every signal
 
 
 def test_weights_tilt_the_fusion():
     vector = [(row("a", 0), 0.9), (row("b", 0), 0.8)]
     keyword = [(row("b", 0), 9.0), (row("a", 0), 1.0)]
-    assert fuse({"vector": vector, "keyword": keyword}, {"vector": 2, "keyword": 1},
+    assert fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 2, "keyword": 1},
                 k=60)[0].memory_id == "a"
-    assert fuse({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 2},
+    assert fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 2},
                 k=60)[0].memory_id == "b"
+
+
+def test_score_fusion_keeps_the_margin_of_a_sure_signal():
+    # keyword is sure of c (far ahead of the rest); vector barely prefers a over c
+    vector = [(row("a", 0), 0.62), (row("c", 0), 0.61), (row("b", 0), 0.60), (row("d", 0), 0.2)]
+    keyword = [(row("c", 0), 12.0), (row("b", 0), 2.0), (row("a", 0), 1.9)]
+    weights = {"vector": 1, "keyword": 1}
+    fused = fuse_scores({"vector": vector, "keyword": keyword}, weights, 50)
+    assert [c.memory_id for c in fused] == ["c", "a", "b", "d"]
+    assert fused[0].why["keyword"].rank == 1 and fused[0].why["vector"].rank == 2
+    assert all(0 < c.score < 1 for c in fused) and fused[0].score > 0.8
+    assert fuse_ranks({"vector": vector, "keyword": keyword}, weights, k=60)[0].memory_id == "c"
+    # a chunk only one signal found ranks below one both found with the same scores
+    assert "keyword" not in fused[-1].why
+
+
+def test_score_fusion_of_a_single_or_tied_list():
+    only = fuse_scores({"vector": [(row("a", 0), 0.5)], "keyword": []}, {}, 50)
+    assert [c.memory_id for c in only] == ["a"] and only[0].score > 0.5
+    tied = fuse_scores({"vector": [(row("a", 0), 0.5), (row("b", 0), 0.49), (row("c", 0), 0.1)],
+                        "keyword": [(row("b", 0), 3.0)]}, {}, 50)
+    assert tied[0].memory_id == "b"  # found by both beats a slightly better vector score
+    # below the head counts as not found: a longer list does not reorder the top
+    long = [(row(f"x{i}", 0), 1.0 - i / 100) for i in range(60)]
+    top = [c.memory_id for c in fuse_scores({"vector": long, "keyword": long[:3]}, {}, 20)]
+    assert top[:3] == ["x0", "x1", "x2"] and top[20:] == sorted(top[20:])
 
 
 def test_overlapping_chunks_of_one_memory_fold_into_the_best():
