@@ -13,6 +13,8 @@ SCHEMA = (
     "CREATE INDEX FOR (c:Chunk) ON (c.id)",
     "CREATE INDEX FOR (c:Chunk) ON (c.memory_id)",
     "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
+    "CREATE INDEX FOR (e:Entity) ON (e.id)",
+    "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.name)",
 )
 # dimension and HNSW options are integers from Settings, passed as parameters
 VECTOR_INDEX = (
@@ -62,7 +64,66 @@ WITH c LIMIT $batch
 DETACH DELETE c
 RETURN count(c)
 """
+MEMORY_CHUNK_IDS = "MATCH (c:Chunk {memory_id: $id}) RETURN c.id"
 DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
+
+# ---- the knowledge graph (workers/graph.py) ----
+# chunks a graph task covers: not yet processed, or all of them (rebuild); of some memories
+GRAPH_CHUNKS = """
+MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk)
+WHERE m.ready = true AND ($memory_ids IS NULL OR m.id IN $memory_ids)
+  AND ($rebuild OR c.entities_at IS NULL)
+RETURN c.id ORDER BY c.id
+"""
+CHUNK_TEXTS = """
+UNWIND $ids AS id MATCH (c:Chunk {id: id})
+WHERE $rebuild OR c.entities_at IS NULL
+RETURN c.id, c.text
+"""
+MERGE_ENTITIES = """
+UNWIND $rows AS r
+MERGE (e:Entity {id: r.id})
+ON CREATE SET e.key = r.key, e.name = r.name, e.type = r.type
+"""
+MERGE_MENTIONS = """
+UNWIND $rows AS r
+MATCH (c:Chunk {id: r.chunk}) MATCH (e:Entity {id: r.entity})
+MERGE (c)-[m:MENTIONS]->(e)
+SET m.count = r.count
+"""
+# weight = the number of distinct chunks in which the pair shares a sentence (evidence), so
+# processing a chunk twice adds nothing
+MERGE_RELATED = """
+UNWIND $rows AS r
+MATCH (a:Entity {id: r.a}) MATCH (b:Entity {id: r.b})
+MERGE (a)-[x:RELATED]->(b)
+WITH x, r, coalesce(x.evidence, []) AS had
+WITH x, had + [id IN r.chunks WHERE NOT id IN had] AS evidence
+SET x.evidence = evidence, x.weight = size(evidence)
+"""
+MARK_EXTRACTED = "UNWIND $ids AS id MATCH (c:Chunk {id: id}) SET c.entities_at = $now"
+
+# undoing what chunks contributed (rebuild of some memories, delete of a memory)
+CHUNK_ENTITIES = """
+UNWIND $ids AS id MATCH (:Chunk {id: id})-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id
+"""
+UNLINK_CHUNKS = "UNWIND $ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->() DELETE m"
+PRUNE_EVIDENCE = """
+UNWIND $entities AS eid
+MATCH (:Entity {id: eid})-[x:RELATED]-()
+WITH DISTINCT x
+WITH x, [id IN x.evidence WHERE NOT id IN $chunks] AS kept
+SET x.evidence = kept, x.weight = size(kept)
+WITH x, kept WHERE size(kept) = 0
+DELETE x
+"""
+DROP_ORPHANS = """
+UNWIND $entities AS eid
+MATCH (e:Entity {id: eid})
+WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
+DETACH DELETE e
+"""
+CLEAR_GRAPH = "MATCH (e:Entity) WITH e LIMIT $batch DETACH DELETE e RETURN count(e)"
 
 # ---- reads (run with ro_query) ----
 _FILTER = """
@@ -116,3 +177,43 @@ MATCH (m:Memory)
 RETURN count(m), sum(CASE WHEN m.ready THEN 0 ELSE 1 END)
 """
 COUNT_CHUNKS = "MATCH (c:Chunk) RETURN count(c)"
+
+
+# ---- the knowledge graph, read ----
+COUNT_ENTITIES = """
+OPTIONAL MATCH (e:Entity) WITH count(e) AS entities
+OPTIONAL MATCH (:Entity)-[x:RELATED]->(:Entity) RETURN entities, count(x)
+"""
+# $q is query words joined by "|" (services/query/keyword.py: letters and digits only)
+ENTITY_TEXT = """
+CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
+WITH e, score WHERE $type IS NULL OR e.type = $type
+WITH e, score ORDER BY score DESC LIMIT $limit
+MATCH (e)<-[m:MENTIONS]-(:Chunk)
+RETURN e.id, e.key, e.name, e.type, count(m), score
+"""
+ENTITY_BY_ID = """
+MATCH (e:Entity {id: $id})
+OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
+RETURN e.id, e.key, e.name, e.type, count(m)
+"""
+NEIGHBOURS = """
+UNWIND $ids AS id
+MATCH (:Entity {id: id})-[x:RELATED]-(n:Entity)
+WHERE NOT n.id IN $exclude
+RETURN id, n.id, n.name, n.type, x.weight ORDER BY x.weight DESC, n.id LIMIT $limit
+"""
+PASSAGES = """
+MATCH (:Entity {id: $id})<-[r:MENTIONS]-(c:Chunk)
+MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true
+RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
+"""
+ENTITY_CHUNKS = (
+    "UNWIND $ids AS id MATCH (:Entity {id: id})<-[:MENTIONS]-(c:Chunk) "
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
+    + "RETURN id, c.id LIMIT $postings"
+)
+CHUNK_ENTITY_NAMES = """
+UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)
+RETURN id, e.name, r.count
+"""

@@ -13,6 +13,7 @@ import msgspec
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
+from falkordb.query_result import QueryResult
 
 from shared import cypher
 from shared.errors import EmbeddingRejected, StoreError, Unavailable
@@ -60,6 +61,12 @@ class GraphStore:
 async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
               read_only: bool = False) -> list[list[Any]]:
     """Run one query; FalkorDB/redis errors become Unavailable or StoreError."""
+    return (await execute(graph, query, params, read_only=read_only)).result_set
+
+
+async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
+                  read_only: bool = False) -> QueryResult:
+    """``run`` with the whole result: rows and what the query created or deleted."""
     try:
         if read_only:
             result = await graph.ro_query(query, params)
@@ -70,7 +77,7 @@ async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = Non
     except redis.exceptions.ResponseError as exc:
         log.error("falkordb refused a query: %s", exc)
         raise StoreError("the graph store refused a query") from exc
-    return result.result_set
+    return result
 
 
 async def namespace_exists(store: GraphStore, namespace: str) -> bool:

@@ -22,3 +22,9 @@ def chunk_id(memory_id: str, idx: int) -> str:
 
 def part_job_id(task_id: str, part: int) -> str:
     return f"{task_id}:part:{part}"
+
+
+def graph_task_id(ingest_task_id: str) -> str:
+    """The entity-extraction task that follows an ingest task: derived, so a re-run of the
+    ingest's last step names the same graph task."""
+    return "task_" + hashlib.sha256(f"graph\x00{ingest_task_id}".encode()).hexdigest()[:32]

@@ -22,7 +22,7 @@ TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128)]
 DEFAULT_NAMESPACE = "default"
 
-TaskKind = Literal["ingest", "delete"]
+TaskKind = Literal["ingest", "delete", "graph"]
 TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
 
@@ -48,8 +48,8 @@ class AddMemory(Base):
 
 
 Scalar = str | int | float | bool
-SearchMode = Literal["hybrid", "vector", "keyword"]
-SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
+SearchMode = Literal["hybrid", "vector", "keyword", "graph"]
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword", "graph")
 
 
 class SearchFilters(Base):
@@ -81,6 +81,25 @@ class MemoryRef(Base):
 
 
 class StatsRequest(Base):
+    namespace: Namespace = DEFAULT_NAMESPACE
+
+
+class BuildGraph(Base):
+    namespace: Namespace = DEFAULT_NAMESPACE
+    memory_ids: Annotated[list[MemoryId], Meta(min_length=1, max_length=1000)] | None = None
+    rebuild: bool = False
+
+
+class EntitySearch(Base):
+    query: Annotated[str, Meta(min_length=1, max_length=500)]
+    type: str | None = None  # one of shared.entities.ENTITY_TYPES, checked at the edge
+    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    namespace: Namespace = DEFAULT_NAMESPACE
+
+
+class EntityRef(Base):
+    name_or_id: Annotated[str, Meta(min_length=1, max_length=500)]
+    depth: Annotated[int, Meta(ge=1, le=2)] = 1
     namespace: Namespace = DEFAULT_NAMESPACE
 
 
@@ -125,6 +144,24 @@ class DeleteJob(Base):
     namespace: str
 
 
+class GraphJob(Base):
+    """Plan a graph task: which chunks to process (clearing first on rebuild), then parts."""
+
+    task_id: str
+    namespace: str
+    memory_ids: list[str] | None = None
+    rebuild: bool = False
+
+
+class GraphPartJob(Base):
+    task_id: str
+    namespace: str
+    part: int
+    parts: int
+    chunk_ids: list[str]
+    rebuild: bool = False
+
+
 # ---- task records (Redis hash) --------------------------------------------------------------
 
 
@@ -144,6 +181,9 @@ class TaskRecord(Lenient):
     attempts: int = 0
     message: str = ""  # what is happening now, e.g. "waiting: embedder unreachable"
     error: str = ""
+    entities: int = 0  # graph tasks: Entity nodes and RELATED edges this task created
+    relations: int = 0
+    graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
 
 
 # ---- query service (JSON) -------------------------------------------------------------------
@@ -167,6 +207,7 @@ class SearchHit(Lenient):
     created_at: str
     why: dict[str, SignalMatch] = {}  # which signals found it, and where they ranked it
     also_matched: int = 0  # other overlapping chunks of this memory that matched, folded in
+    entities: list[str] = []  # the named things this passage mentions
 
 
 class SearchResponse(Lenient):
@@ -198,6 +239,50 @@ class Stats(Lenient):
     tasks: dict[str, int]
     embedding_model: str = ""
     embedding_dim: int = 0
+    entities: int = 0
+    relations: int = 0
+
+
+class EntityHit(Lenient):
+    entity_id: str
+    name: str
+    type: str
+    mentions: int  # chunks that mention it
+
+
+class EntityList(Lenient):
+    namespace: str
+    query: str
+    results: list[EntityHit]
+
+
+class Neighbour(Lenient):
+    entity_id: str
+    name: str
+    type: str
+    weight: int  # chunks in which the two share a sentence
+    depth: int  # 1: related to the entity; 2: related to one of those
+    via: str = ""  # depth 2: the depth-1 neighbour it is related through
+
+
+class Passage(Lenient):
+    memory_id: str
+    chunk_id: str
+    text: str
+    count: int  # mentions in this passage
+
+
+class EntityDetail(Lenient):
+    namespace: str
+    entity: EntityHit
+    neighbours: list[Neighbour]
+    passages: list[Passage]
+
+
+class TaskReceipt(Lenient):
+    task_id: str
+    status: str
+    namespace: str = DEFAULT_NAMESPACE
 
 
 class ErrorBody(Lenient):

@@ -9,7 +9,8 @@ each serves ``/metrics`` (front and query on their HTTP port, workers on a metri
             zapomni_queue_oldest_age_seconds, zapomni_workers_alive, zapomni_tasks
     worker  zapomni_jobs_total, zapomni_job_seconds, zapomni_stage_seconds,
             zapomni_chunks_embedded_total, zapomni_embed_request_seconds,
-            zapomni_embed_in_flight, zapomni_embed_cache_total, zapomni_falkordb_write_seconds
+            zapomni_embed_in_flight, zapomni_embed_cache_total, zapomni_falkordb_write_seconds,
+            zapomni_chunks_graphed_total
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ EMBED_IN_FLIGHT = Gauge("zapomni_embed_in_flight", "Embedding requests in flight
 EMBED_CACHE = Counter("zapomni_embed_cache_total",
                       "Chunk embeddings served from the Redis cache (hit) or computed (miss)",
                       ["result"])
+CHUNKS_GRAPHED = Counter("zapomni_chunks_graphed_total",
+                         "Chunks read for entities and written to the knowledge graph")
 FALKORDB_WRITE_SECONDS = Histogram("zapomni_falkordb_write_seconds",
                                    "FalkorDB write query latency", ["op"], buckets=SLOW)
 
 ALL = (TOOL_CALLS, TOOL_SECONDS, ENQUEUE_SECONDS, REFUSALS, SEARCH_SECONDS, SEARCH_CANDIDATES,
        QUERY_CACHE, QUEUE_DEPTH, QUEUE_OLDEST, WORKERS_ALIVE, TASKS, JOBS, JOB_SECONDS,
        STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS, EMBED_IN_FLIGHT, EMBED_CACHE,
-       FALKORDB_WRITE_SECONDS)
+       FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED)

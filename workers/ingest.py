@@ -20,7 +20,8 @@ from shared.errors import EmbeddingRejected
 from shared.graphstore import prepare_namespace
 from shared.messages import ChunkSpan, IngestJob, PartJob
 from shared.queue import EMBED_PART, INGEST, enqueue_part
-from workers.outcome import JobRun, task_outcome
+from workers.graph import follow_ingest
+from workers.outcome import JobRun, start_task, task_outcome
 from workers.resources import Resources, resources
 from workers.store import link_chunks, mark_ready, write_chunks, write_memory
 
@@ -82,6 +83,8 @@ async def embed_and_write(res: Resources, job: PartJob) -> str:
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl)
     if done >= job.parts:
+        if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
+            return "cancelled"  # deleted or cancelled meanwhile: never mark it searchable
         await finish_memory(res, job)
         return "done"
     return f"part {job.part + 1}/{job.parts} written"
@@ -96,6 +99,7 @@ async def finish_memory(res: Resources, job: PartJob) -> None:
     await tasks.update_task(res.redis, job.task_id, job.namespace, state="done",
                             done=job.parts, finished_at=time.time(),
                             message=f"searchable: {job.chunk_count} chunks", error="")
+    await follow_ingest(res, job.task_id, job.namespace, job.memory_id)
 
 
 def split_parts(chunks: list[ChunkSpan], size: int) -> list[list[ChunkSpan]]:
@@ -122,13 +126,3 @@ async def owns_memory(res: Resources, namespace: str, memory_id: str, task_id: s
         await tasks.update_task(res.redis, task_id, namespace, state="cancelled",
                                 finished_at=time.time(), message="the memory was deleted")
     return False
-
-
-async def start_task(res: Resources, ctx: dict, task_id: str, namespace: str) -> None:
-    now = time.time()
-    record = await tasks.get_task(res.redis, task_id)
-    fields: dict[str, object] = {"worker": res.worker_id, "heartbeat_at": now,
-                                 "attempts": ctx.get("job_try", 1)}
-    if record is None or record.state == "queued":
-        fields.update(state="running", started_at=now)
-    await tasks.update_task(res.redis, task_id, namespace, **fields)

@@ -1,4 +1,4 @@
-"""``zapomni-worker``: an arq worker for ingest, fan-out parts and deletes."""
+"""``zapomni-worker``: an arq worker for ingest, fan-out parts, deletes and graph tasks."""
 
 from __future__ import annotations
 
@@ -12,10 +12,21 @@ from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
 from shared.logs import configure_logging
-from shared.queue import DELETE, EMBED_PART, INGEST, connect_queue, deserialize, serialize
+from shared.queue import (
+    BUILD_GRAPH,
+    DELETE,
+    EMBED_PART,
+    GRAPH_PART,
+    INGEST,
+    connect_queue,
+    deserialize,
+    serialize,
+)
 from shared.settings import Settings
 from shared.tasks import WORKER_KEY
 from workers.delete import delete_memory
+from workers.extract import ModelMissing, check_model
+from workers.graph import build_graph, graph_part
 from workers.ingest import embed_part, ingest_memory
 from workers.resources import close_resources, open_resources
 
@@ -27,6 +38,8 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
             func(ingest_memory, name=INGEST),
             func(embed_part, name=EMBED_PART),
             func(delete_memory, name=DELETE),
+            func(build_graph, name=BUILD_GRAPH),
+            func(graph_part, name=GRAPH_PART),
         ],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=settings.queue_name,
@@ -77,6 +90,10 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if args.check:
         sys.exit(0 if asyncio.run(alive_here(settings)) else 1)
+    try:
+        check_model(settings.spacy_model)
+    except ModelMissing as exc:
+        raise SystemExit(f"zapomni-worker: {exc}") from None
     configure_logging("worker", settings.log_level)
     serve_metrics(settings)
     make_worker(settings, burst=args.burst).run()

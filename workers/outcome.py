@@ -105,3 +105,13 @@ async def _quietly(coro) -> None:
         await coro
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         log.warning("could not record task progress: Redis is unreachable")
+
+
+async def start_task(res: Resources, ctx: dict, task_id: str, namespace: str) -> None:
+    now = time.time()
+    record = await tasks.get_task(res.redis, task_id)
+    fields: dict[str, object] = {"worker": res.worker_id, "heartbeat_at": now,
+                                 "attempts": ctx.get("job_try", 1)}
+    if record is None or record.state == "queued":
+        fields.update(state="running", started_at=now)
+    await tasks.update_task(res.redis, task_id, namespace, **fields)

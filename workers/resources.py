@@ -16,6 +16,7 @@ from shared.embed import CachedEmbedder, Embedder, make_embedder
 from shared.graphstore import GraphStore
 from shared.settings import Settings
 from shared.tasks import WORKER_KEY, WORKER_TTL
+from workers.extract import EntityModel
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,19 @@ class Resources:
     @property
     def task_ttl(self) -> int:
         return self.settings.task_ttl_days * 86400
+
+    async def entity_model(self) -> EntityModel:
+        """The spaCy pipeline, loaded on the first graph job (about a second), once per
+        process; a worker that only embeds never pays for it."""
+        async with _MODEL_LOCK:
+            if self.settings.spacy_model not in _MODELS:
+                _MODELS[self.settings.spacy_model] = await asyncio.to_thread(
+                    EntityModel, self.settings.spacy_model)
+        return _MODELS[self.settings.spacy_model]
+
+
+_MODELS: dict[str, EntityModel] = {}
+_MODEL_LOCK = asyncio.Lock()
 
 
 def resources(ctx: dict) -> Resources:

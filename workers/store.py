@@ -3,17 +3,23 @@ writes the same graph, never a second copy."""
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+
 import msgspec
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
+from falkordb.query_result import QueryResult
 
 from shared import cypher
 from shared.embed import to_params
-from shared.graphstore import meta_pair
+from shared.entities import entity_id
+from shared.graphstore import execute, meta_pair
 from shared.graphstore import run as run_query
 from shared.ids import chunk_id
 from shared.messages import ChunkSpan, IngestJob
 from shared.metrics import FALKORDB_WRITE_SECONDS
+from workers.extract import ChunkEntities
 
 _decode_json = msgspec.json.Decoder().decode
 LINK_BATCH = 2000
@@ -64,7 +70,10 @@ async def mark_ready(graph: AsyncGraph, memory_id: str) -> bool:
 
 
 async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, int]:
-    """Delete a memory's chunks (in batches) and then the memory; (memories, chunks) deleted."""
+    """Delete a memory's chunks (in batches) and then the memory; (memories, chunks) deleted.
+    What its chunks added to the knowledge graph goes first."""
+    rows = await run(graph, cypher.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
+    await forget_entities(graph, [row[0] for row in rows])
     chunks = 0
     while True:
         rows = await run(graph, cypher.DELETE_CHUNKS, {"id": memory_id, "batch": DELETE_BATCH},
@@ -75,3 +84,58 @@ async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, i
             break
     rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
     return (int(rows[0][0]) if rows else 0), chunks
+
+
+# ---- the knowledge graph ----
+
+async def write_entities(graph: AsyncGraph, chunk_ids: list[str],
+                         found: list[ChunkEntities]) -> tuple[int, int]:
+    """Entities, MENTIONS (with counts) and RELATED (with evidence chunks) of a batch of
+    chunks, then mark the chunks processed. Every write MERGEs on ids and the evidence is a
+    set, so a batch written twice changes nothing. Returns (entities, relations) created."""
+    entities: dict[str, dict] = {}
+    mentions, evidence = [], defaultdict(list)
+    for cid, chunk in zip(chunk_ids, found, strict=True):
+        for key, (name, kind, count) in chunk.mentions.items():
+            eid = entity_id(key)
+            entities.setdefault(eid, {"id": eid, "key": key, "name": name, "type": kind})
+            mentions.append({"chunk": cid, "entity": eid, "count": count})
+        for a, b in chunk.pairs:
+            evidence[(entity_id(a), entity_id(b))].append(cid)
+    related = [{"a": a, "b": b, "chunks": cids} for (a, b), cids in evidence.items()]
+    created = await counted(graph, cypher.MERGE_ENTITIES, {"rows": list(entities.values())},
+                            "entities")
+    await run(graph, cypher.MERGE_MENTIONS, {"rows": mentions}, "mentions")
+    result = await counted(graph, cypher.MERGE_RELATED, {"rows": related}, "related")
+    await run(graph, cypher.MARK_EXTRACTED, {"ids": chunk_ids, "now": time.time()}, "mentions")
+    return int(created.nodes_created), int(result.relationships_created)
+
+
+async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> QueryResult:
+    with FALKORDB_WRITE_SECONDS.labels(op).time():
+        return await execute(graph, query, params)
+
+
+async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
+    """Undo what these chunks contributed to the graph: their MENTIONS, their evidence on
+    RELATED edges (an edge left without evidence goes), and entities no chunk mentions."""
+    for start in range(0, len(chunk_ids), DELETE_BATCH):
+        ids = chunk_ids[start : start + DELETE_BATCH]
+        touched = [row[0] for row in await run(graph, cypher.CHUNK_ENTITIES, {"ids": ids},
+                                               "unlink")]
+        if not touched:
+            continue
+        await run(graph, cypher.UNLINK_CHUNKS, {"ids": ids}, "unlink")
+        await run(graph, cypher.PRUNE_EVIDENCE, {"entities": touched, "chunks": ids}, "unlink")
+        await run(graph, cypher.DROP_ORPHANS, {"entities": touched}, "unlink")
+
+
+async def clear_entities(graph: AsyncGraph) -> int:
+    """Remove every Entity (and so every MENTIONS and RELATED) of a namespace, in batches."""
+    removed = 0
+    while True:
+        rows = await run(graph, cypher.CLEAR_GRAPH, {"batch": DELETE_BATCH}, "unlink")
+        count = int(rows[0][0]) if rows else 0
+        removed += count
+        if count < DELETE_BATCH:
+            return removed

@@ -12,18 +12,21 @@ import redis.exceptions
 
 from services.mcp.forward import QueryClient
 from shared import metrics, tasks
-from shared.errors import NotFound, Overloaded, Unavailable
+from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
     AddMemory,
     AddReceipt,
+    BuildGraph,
     DeleteJob,
     DeleteReceipt,
+    GraphJob,
     IngestJob,
     MemoryRef,
+    TaskReceipt,
     TaskRecord,
 )
-from shared.queue import connect_queue, enqueue_delete, enqueue_ingest
+from shared.queue import connect_queue, enqueue_delete, enqueue_graph, enqueue_ingest
 from shared.settings import Settings
 
 T = TypeVar("T")
@@ -134,6 +137,47 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
     await redis_call(front, enqueue_delete(front.redis, front.settings, job))
     return DeleteReceipt(memory_id=ref.memory_id, task_id=record.task_id, status="queued",
                          namespace=ref.namespace)
+
+
+async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
+    """Enqueue a graph task; the worker picks the chunks (the front never reads the graph)."""
+    await check_capacity(front)
+    now = time.time()
+    scope = f"{len(request.memory_ids)} memories" if request.memory_ids else "the namespace"
+    record = TaskRecord(task_id=new_task_id(), kind="graph", namespace=request.namespace,
+                        created_at=now, message=f"waiting for a worker ({scope}"
+                                                f"{', rebuild' if request.rebuild else ''})")
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    job = GraphJob(task_id=record.task_id, namespace=request.namespace,
+                   memory_ids=request.memory_ids, rebuild=request.rebuild)
+    await redis_call(front, enqueue_graph(front.redis, front.settings, job))
+    return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
+
+
+async def cancel_task(front: Front, task_id: str) -> TaskRecord:
+    """Stop a queued or running task. A graph task stops before its next batch (what it
+    wrote stays: whole batches). An ingest task is undone: a delete removes what its
+    workers wrote, so the text can be added again. Deletes cannot be cancelled."""
+    record = await task_status(front, task_id)
+    if record.state not in ("queued", "running"):
+        return record
+    if record.kind == "delete":
+        raise InvalidInput("task_id: a delete cannot be cancelled once accepted")
+    message = "cancelled by request"
+    if record.kind == "ingest":
+        await redis_call(front, tasks.release_memory(front.redis, record.namespace,
+                                                     record.memory_id, task_id))
+        undo = TaskRecord(task_id=new_task_id(), kind="delete", namespace=record.namespace,
+                          memory_id=record.memory_id, total=1, created_at=time.time(),
+                          message="waiting for a worker (undoing a cancelled ingest)")
+        await redis_call(front, tasks.create_task(front.redis, undo, front.task_ttl))
+        await redis_call(front, enqueue_delete(front.redis, front.settings, DeleteJob(
+            task_id=undo.task_id, memory_id=record.memory_id, namespace=record.namespace)))
+        message = f"cancelled by request; {undo.task_id} removes what was written"
+    await redis_call(front, tasks.update_task(front.redis, task_id, record.namespace,
+                                              state="cancelled", finished_at=time.time(),
+                                              message=message))
+    return await task_status(front, task_id)
 
 
 async def ready(front: Front) -> bool:

@@ -24,8 +24,21 @@ from starlette.responses import JSONResponse, Response
 from services.mcp import front as ops
 from services.mcp.front import Front
 from shared import metrics
+from shared.entities import ENTITY_TYPES
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
-from shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest, TaskRecord
+from shared.messages import (
+    BuildGraph,
+    EntityDetail,
+    EntityList,
+    EntityRef,
+    EntitySearch,
+    MemoryRecord,
+    MemoryRef,
+    SearchResponse,
+    Stats,
+    StatsRequest,
+    TaskRecord,
+)
 from shared.settings import Settings
 from shared.validation import (
     MAX_BATCH_ITEMS,
@@ -33,6 +46,7 @@ from shared.validation import (
     check_id,
     check_namespace,
     check_task_id,
+    convert,
     decode_add_memory,
     decode_search,
 )
@@ -41,7 +55,9 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """Zapomni is a long-term memory. add_memory stores text (it is chunked, embedded
 and indexed in the background: poll graph_status(task_id) until state is "done");
-search_memory finds the passages that answer a question. Namespaces keep memories apart."""
+search_memory finds the passages that answer a question. Named things (people, places,
+organisations...) are extracted into a knowledge graph: search_entities and get_entity read
+it, build_graph (re)builds it. Namespaces keep memories apart."""
 
 
 OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
@@ -81,17 +97,34 @@ def iso(ts: float) -> str | None:
 
 def shape_task(record: TaskRecord) -> dict[str, Any]:
     end = record.finished_at or (record.heartbeat_at if record.state == "running" else 0)
-    percent = round(100 * record.done / record.total, 1) if record.total else 0.0
+    done = min(record.done, record.total) if record.total else record.done
+    percent = round(100 * done / record.total, 1) if record.total else 0.0
     return {
         "task_id": record.task_id, "kind": record.kind, "namespace": record.namespace,
         "state": record.state, "memory_id": record.memory_id or None,
-        "progress": {"done": record.done, "total": record.total, "percent": percent},
+        "progress": {"done": done, "total": record.total, "percent": percent},
         "created_at": iso(record.created_at), "started_at": iso(record.started_at),
         "finished_at": iso(record.finished_at),
         "seconds": round(end - record.started_at, 3) if record.started_at and end else None,
         "worker": record.worker or None, "attempts": record.attempts,
         "message": record.message or None, "error": record.error or None,
-    }
+    } | graph_fields(record)
+
+
+def graph_fields(record: TaskRecord) -> dict[str, Any]:
+    """Graph tasks: chunks/s, seconds left and what they created; ingest tasks: the entity
+    extraction that follows them."""
+    if record.kind == "ingest":
+        return {"graph_task_id": record.graph_task_id or None}
+    if record.kind != "graph":
+        return {}
+    elapsed = (record.heartbeat_at or time.time()) - record.started_at \
+        if record.started_at else 0.0
+    rate = record.done / elapsed if elapsed > 0 and record.done else 0.0
+    left = max(0, record.total - record.done)
+    eta = round(left / rate, 1) if rate and record.state == "running" else None
+    return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta,
+            "entities_created": record.entities, "relations_created": record.relations}
 
 
 def check_auth(settings: Settings):
@@ -118,6 +151,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan,
                   auth=check_auth(settings) if auth else None, mask_error_details=True)
     add_tools(mcp, live)
+    add_graph_tools(mcp, live)
     add_routes(mcp, settings, live)
     return mcp
 
@@ -147,8 +181,10 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool
     async def graph_status(task_id: str) -> dict[str, Any]:
-        """State of any task (ingest or delete): queued, running, done, failed or cancelled,
-        with progress (done/total parts), timings, the worker, and the error if it failed."""
+        """State of any task (ingest, delete or graph): queued, running, done, failed or
+        cancelled, with progress (ingest: parts; graph: chunks read), timings, the worker and
+        the error if it failed. Graph tasks add chunks/s, eta_seconds and the entities and
+        relations created; ingest tasks name the graph_task_id that extracts their entities."""
         with tool_call("graph_status"):
             return shape_task(await ops.task_status(live["front"], check_task_id(task_id)))
 
@@ -157,11 +193,13 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             namespace: str | None = None, mode: str = "hybrid",
                             min_score: float = 0.0) -> dict[str, Any]:
         """Find the stored passages that answer query (1-2,000 characters). limit: 1-100.
-        mode: "hybrid" (default: meaning and exact words, fused), "vector" (meaning) or
-        "keyword" (words). score: hybrid 0-1 (1 = ranked first by every signal), vector =
-        cosine similarity, keyword = full-text TF-IDF; min_score drops lower results.
-        Each result says why it matched (each signal's rank) and folds overlapping chunks
-        of one memory into the best (also_matched). filters (all optional):
+        mode: "hybrid" (default: meaning, exact words and named entities, fused), "vector"
+        (meaning), "keyword" (words) or "graph" (entities named in the query and their
+        related entities). score: hybrid 0-1 (0.5 = an average candidate, 0.84 = one
+        standard deviation above), vector = cosine similarity, keyword = BM25, graph = sum
+        of entity rarities; min_score drops lower results. Each result says why it matched
+        (each signal's rank and score), names the entities it mentions, and folds
+        overlapping chunks of one memory into the best (also_matched). filters (all optional):
         {"tags": [..] (any), "tags_all": [..], "source": "..", "after": "2026-01-01",
         "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}."""
         with tool_call("search_memory"):
@@ -187,11 +225,60 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool
     async def get_stats(namespace: str | None = None) -> dict[str, Any]:
-        """Counts for a namespace: memories (searchable and still ingesting), chunks, queue
-        depth, workers alive, tasks by state, and the embedding model it was built with."""
+        """Counts for a namespace: memories (searchable and still ingesting), chunks,
+        entities and relations, queue depth, workers alive, tasks by state, and the
+        embedding model it was built with."""
         with tool_call("get_stats"):
             request = StatsRequest(namespace=check_namespace(namespace))
             return plain(await live["front"].query.call("/v1/stats", request, Stats))
+
+
+def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
+    @mcp.tool
+    async def build_graph(namespace: str | None = None, memory_ids: list[str] | None = None,
+                          rebuild: bool = False) -> dict[str, Any]:
+        """Extract entities (people, places, organisations, works...) and their relations
+        into the knowledge graph, for the chunks not yet read (or all of them with
+        rebuild=true), of the whole namespace or of up to 1,000 memory_ids. Returns a task_id
+        at once; graph_status(task_id) shows progress, rate and ETA. New memories are read
+        automatically after ingest; use this after turning that off, or to rebuild."""
+        with tool_call("build_graph"):
+            request = convert({"namespace": check_namespace(namespace),
+                               "memory_ids": memory_ids, "rebuild": rebuild}, BuildGraph)
+            return plain(await ops.build_graph(live["front"], request))
+
+    @mcp.tool
+    async def cancel_task(task_id: str) -> dict[str, Any]:
+        """Stop a queued or running task. A graph task stops after its current batch (the
+        graph stays consistent: whole batches only). An ingest task is undone (what was
+        written is removed; the text can be added again). A delete cannot be cancelled.
+        Returns the task's status; a finished task is returned unchanged."""
+        with tool_call("cancel_task"):
+            return shape_task(await ops.cancel_task(live["front"], check_task_id(task_id)))
+
+    @mcp.tool
+    async def search_entities(query: str, type: str | None = None, limit: int = 10,
+                              namespace: str | None = None) -> dict[str, Any]:
+        """Find entities of the knowledge graph by name (1-500 characters), best match first,
+        with how many passages mention each. type (optional): one of """ + ", ".join(
+            ENTITY_TYPES) + """. limit: 1-100."""
+        with tool_call("search_entities"):
+            request = convert({"query": query.strip() if isinstance(query, str) else query,
+                               "type": type, "limit": limit,
+                               "namespace": check_namespace(namespace)}, EntitySearch)
+            return plain(await live["front"].query.call("/v1/entities", request, EntityList))
+
+    @mcp.tool
+    async def get_entity(name_or_id: str, depth: int = 1,
+                         namespace: str | None = None) -> dict[str, Any]:
+        """One entity (by name or entity_id): its related entities with weights (how many
+        passages have both in one sentence; depth=2 adds their neighbours) and the passages
+        that mention it."""
+        with tool_call("get_entity"):
+            request = convert({"name_or_id": name_or_id.strip() if isinstance(
+                name_or_id, str) else name_or_id, "depth": depth,
+                "namespace": check_namespace(namespace)}, EntityRef)
+            return plain(await live["front"].query.call("/v1/entity", request, EntityDetail))
 
 
 def add_routes(mcp: FastMCP, settings: Settings, live: dict[str, Front]) -> None:

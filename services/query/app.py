@@ -3,6 +3,8 @@
     POST /v1/search   SearchRequest -> SearchResponse
     POST /v1/memory   MemoryRef     -> MemoryRecord (404 when unknown)
     POST /v1/stats    StatsRequest  -> Stats
+    POST /v1/entities EntitySearch  -> EntityList
+    POST /v1/entity   EntityRef     -> EntityDetail (404 when unknown)
     GET  /healthz     the process is up
     GET  /readyz      FalkorDB and Redis answer
     GET  /metrics     Prometheus, including the queue and task gauges of the whole system
@@ -26,13 +28,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.query.entities import get_entity, search_entities
 from services.query.records import read_memory, read_stats
 from services.query.search import search_memory
 from shared import metrics, tasks
 from shared.embed import Embedder, make_embedder
 from shared.errors import ZapomniError
 from shared.graphstore import GraphStore
-from shared.messages import ErrorBody, MemoryRef, SearchRequest, StatsRequest
+from shared.messages import (
+    EntityRef,
+    EntitySearch,
+    ErrorBody,
+    MemoryRef,
+    SearchRequest,
+    StatsRequest,
+)
 from shared.validation import describe
 
 log = logging.getLogger(__name__)
@@ -146,6 +156,10 @@ def build_app(settings) -> Starlette:
               methods=["POST"]),
         Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(
             s.store, s.redis, s.settings, b)), methods=["POST"]),
+        Route("/v1/entities", endpoint(EntitySearch, lambda s, b: search_entities(s.store, b)),
+              methods=["POST"]),
+        Route("/v1/entity", endpoint(EntityRef, lambda s, b: get_entity(s.store, b)),
+              methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_route),

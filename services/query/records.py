@@ -33,13 +33,14 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
 
 async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
                      request: StatsRequest) -> Stats:
-    memories = ingesting = chunks = 0
+    memories = ingesting = chunks = entities = relations = 0
     model, dim = "", 0
     if await namespace_exists(store, request.namespace):
         graph = store.graph(request.namespace)
         total, ingesting = (await run(graph, cypher.COUNT_MEMORIES, read_only=True))[0]
         chunks = (await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]
         memories = int(total or 0) - int(ingesting or 0)
+        entities, relations = (await run(graph, cypher.COUNT_ENTITIES, read_only=True))[0]
         found = await run(graph, cypher.READ_MODEL, read_only=True)
         if found:
             model, dim = found[0][0], int(found[0][1])
@@ -49,5 +50,6 @@ async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
         queue_depth=await tasks.queue_depth(redis, settings.queue_name),
         workers_alive=await tasks.workers_alive(redis),
         tasks=await tasks.task_counts(redis, request.namespace, settings.task_ttl_days * 86400),
-        embedding_model=model, embedding_dim=dim,
+        embedding_model=model, embedding_dim=dim, entities=int(entities or 0),
+        relations=int(relations or 0),
     )

@@ -1,8 +1,10 @@
 """The read path's search: gather candidates from each signal, fuse, filter, fold, shape.
 
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
-leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25) and ``hybrid``
-(both, fused by standardised score, or by reciprocal rank with ``fusion = "rrf"``). Read-only.
+leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25), ``graph``
+(entities named in the query and their neighbours: services/query/entities.py) and ``hybrid``
+(all three, fused by standardised score, or by reciprocal rank with ``fusion = "rrf"``).
+Read-only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
+from services.query.entities import graph_signal, passage_entities
 from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import WORD, bm25, stem, terms
 from shared import cypher, metrics
@@ -79,18 +82,26 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params)
+    if request.mode in ("hybrid", "graph"):
+        jobs["graph"] = entity_signal(graph, request, params)
     ranked = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
-        weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword}
+        weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
+                   "graph": settings.weight_graph}
+        # a signal that found nothing (no entity named, only stop words) has no say
+        ranked = {signal: rows for signal, rows in ranked.items()
+                  if rows and weights[signal] > 0}
         candidates = fuse_ranks(ranked, weights, settings.rrf_k) if settings.fusion == "rrf" \
             else fuse_scores(ranked, weights, settings.search_candidates)
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
+    names = await passage_entities(graph, [c.row[1] for c in kept])
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
-    return msgspec.structs.replace(empty, results=[shape_hit(c) for c in kept])
+    return msgspec.structs.replace(empty, results=[shape_hit(c, names.get(c.row[1], []))
+                                                   for c in kept])
 
 
 async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
@@ -137,6 +148,12 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     return rescored[:params["depth"]]
 
 
+async def entity_signal(graph: AsyncGraph, request: SearchRequest,
+                        params: dict[str, Any]) -> Ranked:
+    total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
+    return await graph_signal(graph, request.query, params, total, idf)
+
+
 def idf(total: int, df: int) -> float:
     """BM25's inverse document frequency of a term found in df of total chunks."""
     return math.log(1 + (total - df + 0.5) / (df + 0.5))
@@ -160,13 +177,14 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
     return vector
 
 
-def shape_hit(candidate: Candidate) -> SearchHit:
+def shape_hit(candidate: Candidate, entities: list[str] | None = None) -> SearchHit:
     memory_id, chunk_id, text, _, start, end, tags, source, metadata, created = candidate.row
     return SearchHit(
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
         created_at=iso_time(created), why=candidate.why, also_matched=candidate.also_matched,
+        entities=entities or [],
     )
 
 

@@ -15,7 +15,8 @@ from tests.support.graph import stored
 from tests.support.workers import run_workers
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
-         "delete_memory", "get_stats"}
+         "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
+         "get_entity"}
 
 
 async def call(client: Client, tool: str, **arguments):
@@ -105,6 +106,12 @@ async def test_the_whole_tool_set(client, settings, aredis):
     ("get_memory", {"memory_id": "mem_123"}, "memory_id: not a valid id"),
     ("delete_memory", {"memory_id": "../../etc"}, "memory_id: not a valid id"),
     ("get_stats", {"namespace": "x" * 65}, "namespace: must be 1-64 characters"),
+    ("build_graph", {"memory_ids": ["mem_1"]}, "memory_ids[0]: Expected `str` matching regex"),
+    ("build_graph", {"memory_ids": []}, "memory_ids: Expected `array` of length >= 1"),
+    ("cancel_task", {"task_id": "task_x"}, "task_id: not a valid id"),
+    ("search_entities", {"query": "x", "type": "planet"}, "type: expected one of event, group"),
+    ("search_entities", {"query": " "}, "query: Expected `str` of length >= 1"),
+    ("get_entity", {"name_or_id": "Ada", "depth": 3}, "depth: Expected `int` <= 2"),
 ])
 async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings, aredis,
                                                                 tool, arguments, message):

@@ -45,6 +45,8 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
             added = (await client.call_tool("add_memory", {"text": "Metrics are counted."})).data
             await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
             await wait_tasks(aredis, [added["task_id"]], timeout=120)
+            graph_task = (await tasks.get_task(aredis, added["task_id"])).graph_task_id
+            await wait_tasks(aredis, [graph_task], timeout=120)
             await client.call_tool("search_memory", {"query": "what is counted?"})
             await client.call_tool("search_memory", {"query": "what is counted?"})
         front = await scrape(front_metrics)
@@ -71,10 +73,12 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
     assert query_moved("zapomni_query_embedding_cache_total", result="hit") == 1
     assert query_moved("zapomni_query_embedding_cache_total", result="miss") == 1
     assert query_moved("zapomni_search_candidates_count", signal="keyword") == 2
-    assert value(query, "zapomni_tasks", state="done") == 1
+    assert value(query, "zapomni_tasks", state="done") == 2  # the ingest and its graph task
     assert value(query, "zapomni_queue_depth") == 0
     assert value(worker, "zapomni_jobs_total", job="ingest_memory", outcome="done") == 1
     assert value(worker, "zapomni_chunks_embedded_total") == 1
+    assert value(worker, "zapomni_jobs_total", job="build_graph", outcome="done") == 1
+    assert value(worker, "zapomni_chunks_graphed_total") == 1
     for stage in ("chunk", "embed", "write", "finish"):
         assert value(worker, "zapomni_stage_seconds_count", stage=stage) == 1, stage
     assert value(worker, "zapomni_falkordb_write_seconds_count", op="chunks") == 1

@@ -72,7 +72,8 @@ async def test_namespaces_are_isolated(settings, front, query_service):
     assert [h.memory_id for h in hits] == [mine.memory_id]
     assert await search(front, "locker combination", namespace="carol") == []
     stats = await front.query.call("/v1/stats", StatsRequest(namespace="alice"), Stats)
-    assert (stats.memories, stats.chunks, stats.tasks["done"]) == (1, 1, 1)
+    # done: the ingest and the entity extraction that followed it
+    assert (stats.memories, stats.chunks, stats.tasks["done"]) == (1, 1, 2)
     with pytest.raises(NotFound):
         await front.query.call("/v1/memory", MemoryRef(memory_id=mine.memory_id,
                                                        namespace="bob"), MemoryRecord)
@@ -141,5 +142,6 @@ async def test_stats_count_what_is_stored_and_queued(settings, front, query_serv
     await run_workers(settings)
     after = await front.query.call("/v1/stats", StatsRequest(), Stats)
     assert (after.memories, after.chunks, after.queue_depth) == (2, 2, 0)
-    assert after.tasks == {"queued": 0, "running": 0, "done": 2, "failed": 0, "cancelled": 0}
+    # two ingest tasks, each followed by its graph task
+    assert after.tasks == {"queued": 0, "running": 0, "done": 4, "failed": 0, "cancelled": 0}
     assert (after.embedding_model, after.embedding_dim) == ("onnx:all-MiniLM-L6-v2-int8", 384)

@@ -13,17 +13,49 @@ COUNTS = {
     "next": "MATCH (:Chunk)-[r:NEXT]->(:Chunk) RETURN count(r)",
     "orphan_chunks": "MATCH (c:Chunk) WHERE NOT ()-[:HAS_CHUNK]->(c) RETURN count(c)",
 }
+GRAPH_COUNTS = {
+    "chunks": "MATCH (c:Chunk) RETURN count(c)",
+    "entities": "MATCH (e:Entity) RETURN count(e)",
+    "mentions": "MATCH (:Chunk)-[r:MENTIONS]->(:Entity) RETURN count(r)",
+    "related": "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN count(r)",
+    "evidence": "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN coalesce(sum(r.weight), 0)",
+    "extracted": "MATCH (c:Chunk) WHERE c.entities_at IS NOT NULL RETURN count(c)",
+}
+
+# a consistent knowledge graph: each of these counts is 0
+BROKEN = {
+    # an entity no chunk mentions
+    "orphan_entities": "MATCH (e:Entity) WHERE NOT (e)<-[:MENTIONS]-(:Chunk) RETURN count(e)",
+    # a chunk not marked read that has mentions (a half-written batch)
+    "unmarked_mentions": "MATCH (c:Chunk)-[:MENTIONS]->() WHERE c.entities_at IS NULL "
+                         "RETURN count(c)",
+    # evidence naming a chunk that is gone or does not mention both ends
+    "bad_evidence": "MATCH (a:Entity)-[r:RELATED]->(b:Entity) UNWIND r.evidence AS id "
+                    "OPTIONAL MATCH (c:Chunk {id: id}) WITH a, b, c "
+                    "WHERE c IS NULL OR NOT (c)-[:MENTIONS]->(a) OR NOT (c)-[:MENTIONS]->(b) "
+                    "RETURN count(*)",
+    "weight_not_evidence": "MATCH ()-[r:RELATED]->() WHERE r.weight <> size(r.evidence) "
+                           "RETURN count(r)",
+}
 
 
-async def stored(settings: Settings, namespace: str = "default") -> dict[str, int]:
+async def stored(settings: Settings, namespace: str = "default", *,
+                 graph: bool = False) -> dict[str, int]:
+    """Counts of what is stored; ``graph``: of the knowledge graph instead."""
+    counts = GRAPH_COUNTS if graph else COUNTS
     store = GraphStore(settings)
     try:
         if not await namespace_exists(store, namespace):
-            return dict.fromkeys(COUNTS, 0)
-        graph = store.graph(namespace)
-        return {name: (await run(graph, q, read_only=True))[0][0] for name, q in COUNTS.items()}
+            return dict.fromkeys(counts, 0)
+        g = store.graph(namespace)
+        return {name: (await run(g, q, read_only=True))[0][0] for name, q in counts.items()}
     finally:
         await store.aclose()
+
+
+async def broken(settings: Settings, namespace: str = "default") -> dict[str, int]:
+    rows = {name: await query(settings, q, namespace=namespace) for name, q in BROKEN.items()}
+    return {name: int(r[0][0]) for name, r in rows.items()}
 
 
 async def query(settings: Settings, cypher: str, params=None, namespace: str = "default"):

@@ -1,0 +1,162 @@
+"""Reads of the knowledge graph: finding entities by name, one entity with its neighbours and
+passages, the entities a passage mentions, and the ``graph`` search signal. Read-only.
+
+The graph signal: entities *named in the question* (every word of the entity's name is a word
+of the question, matched through the Entity full-text index), then the chunks that mention
+them, and — at half weight — the chunks that mention their strongest neighbours (entities that
+share a sentence with them somewhere). Each entity counts by its rarity (BM25 idf over
+chunks), so a name found in every chunk adds little. This finds a passage that shares no word
+with the question but names what the question's entity is related to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import defaultdict
+from typing import Any
+
+from falkordb.asyncio.graph import AsyncGraph
+
+from services.query.keyword import terms
+from shared import cypher
+from shared.entities import ENTITY_TYPES, entity_id, entity_key
+from shared.errors import InvalidInput, NotFound
+from shared.graphstore import GraphStore, namespace_exists, run
+from shared.messages import (
+    EntityDetail,
+    EntityHit,
+    EntityList,
+    EntityRef,
+    EntitySearch,
+    Neighbour,
+    Passage,
+)
+
+ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
+NAME_CANDIDATES = 200  # entities the full-text index brings per question
+NEIGHBOURS_PER_ENTITY = 10
+NEIGHBOUR_WEIGHT = 0.5
+MAX_POSTINGS = 20_000
+Ranked = list[tuple[list[Any], float]]
+
+
+def hit(row: list[Any]) -> EntityHit:
+    return EntityHit(entity_id=row[0], name=row[2], type=row[3], mentions=int(row[4]))
+
+
+async def by_words(graph: AsyncGraph, words: list[str], kind: str | None,
+                   limit: int) -> list[list[Any]]:
+    """Entities whose name contains any of ``words``: id, key, name, type, mentions, score."""
+    if not words:
+        return []
+    return await run(graph, cypher.ENTITY_TEXT, {"q": "|".join(words), "type": kind,
+                                                  "limit": limit}, read_only=True)
+
+
+async def search_entities(store: GraphStore, request: EntitySearch) -> EntityList:
+    if request.type is not None and request.type not in ENTITY_TYPES:
+        raise InvalidInput(f"type: expected one of {', '.join(ENTITY_TYPES)}")
+    empty = EntityList(namespace=request.namespace, query=request.query, results=[])
+    if not await namespace_exists(store, request.namespace):
+        return empty
+    words = terms(request.query)
+    rows = await by_words(store.graph(request.namespace), words, request.type,
+                          max(NAME_CANDIDATES, request.limit))
+    asked = set(words)
+
+    def rank(row: list[Any]) -> tuple:
+        name = set(terms(row[1]))
+        overlap = len(asked & name) / len(asked | name) if name else 0.0
+        return (-overlap, -int(row[4]), row[2])
+
+    return EntityList(namespace=request.namespace, query=request.query,
+                      results=[hit(row) for row in sorted(rows, key=rank)[:request.limit]])
+
+
+async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
+    eid = ref.name_or_id if ENTITY_ID.match(ref.name_or_id) else entity_id(
+        entity_key(ref.name_or_id))
+    rows = []
+    if await namespace_exists(store, ref.namespace):
+        graph = store.graph(ref.namespace)
+        rows = await run(graph, cypher.ENTITY_BY_ID, {"id": eid}, read_only=True)
+    if not rows:
+        raise NotFound(f"no entity '{ref.name_or_id}' in namespace '{ref.namespace}'; "
+                       "search_entities finds names")
+    first = await run(graph, cypher.NEIGHBOURS, {"ids": [eid], "exclude": [eid],
+                                                 "limit": 25}, read_only=True)
+    neighbours = [Neighbour(entity_id=r[1], name=r[2], type=r[3], weight=int(r[4]), depth=1)
+                  for r in first]
+    if ref.depth == 2 and neighbours:
+        near = [n.entity_id for n in neighbours[:NEIGHBOURS_PER_ENTITY]]
+        second = await run(graph, cypher.NEIGHBOURS, {
+            "ids": near, "exclude": [eid, *(n.entity_id for n in neighbours)], "limit": 50},
+            read_only=True)
+        names = {n.entity_id: n.name for n in neighbours}
+        seen: set[str] = set()
+        for r in second:
+            if r[1] not in seen:
+                seen.add(r[1])
+                neighbours.append(Neighbour(entity_id=r[1], name=r[2], type=r[3],
+                                            weight=int(r[4]), depth=2, via=names[r[0]]))
+    passages = await run(graph, cypher.PASSAGES, {"id": eid, "limit": 10}, read_only=True)
+    return EntityDetail(
+        namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
+        passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
+                  for r in passages])
+
+
+async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str, list[str]]:
+    """The names each chunk mentions, most mentioned first."""
+    if not chunk_ids:
+        return {}
+    rows = await run(graph, cypher.CHUNK_ENTITY_NAMES, {"ids": chunk_ids}, read_only=True)
+    found: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for chunk_id, name, count in rows:
+        found[chunk_id].append((-int(count), name))
+    return {cid: [name for _, name in sorted(pairs)][:20] for cid, pairs in found.items()}
+
+
+async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
+    """Entities every word of whose name is a word of the query."""
+    words = terms(query)
+    asked = set(words)
+    rows = await by_words(graph, words, None, NAME_CANDIDATES)
+    return [row for row in rows if (name := set(terms(row[1]))) and name <= asked]
+
+
+async def graph_signal(graph: AsyncGraph, query: str, params: dict[str, Any],
+                       total: int, idf) -> Ranked:
+    """Chunks scored by the rarity of the query's entities they mention, plus half the
+    rarity of those entities' strongest neighbours they mention."""
+    named = await named_entities(graph, query)
+    if not named:
+        return []
+    direct = {row[0] for row in named}
+    rows = await run(graph, cypher.NEIGHBOURS, {
+        "ids": sorted(direct), "exclude": sorted(direct),
+        "limit": NEIGHBOURS_PER_ENTITY * len(direct) * 4}, read_only=True)
+    per_entity: dict[str, list[str]] = defaultdict(list)
+    for source, neighbour, *_ in rows:
+        if len(per_entity[source]) < NEIGHBOURS_PER_ENTITY:
+            per_entity[source].append(neighbour)
+    near = {n for ids in per_entity.values() for n in ids} - direct
+    postings = await asyncio.gather(*(
+        run(graph, cypher.ENTITY_CHUNKS, {**params, "ids": [eid], "postings": MAX_POSTINGS},
+            read_only=True) for eid in sorted(direct | near)))
+    scores: dict[str, float] = defaultdict(float)
+    for rows in postings:
+        if not rows:
+            continue
+        eid = rows[0][0]
+        weight = idf(total, len(rows)) * (1.0 if eid in direct else NEIGHBOUR_WEIGHT)
+        for _, chunk_id in rows:
+            scores[chunk_id] += weight
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
+    if not best:
+        return []
+    hits = await run(graph, cypher.HITS_BY_ID, {"ids": [cid for cid, _ in best]},
+                     read_only=True)
+    by_id = {row[1]: row for row in hits}
+    return [(by_id[cid], score) for cid, score in best if cid in by_id]

