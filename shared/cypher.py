@@ -199,19 +199,24 @@ RETURN e.id, e.key, e.name, e.type, count(m)
 """
 NEIGHBOURS = """
 UNWIND $ids AS id
-MATCH (:Entity {id: id})-[x:RELATED]-(n:Entity)
+MATCH (s:Entity {id: id}) WITH s, id
+MATCH (s)-[x:RELATED]-(n:Entity)
 WHERE NOT n.id IN $exclude
 RETURN id, n.id, n.name, n.type, x.weight ORDER BY x.weight DESC, n.id LIMIT $limit
 """
+# "WITH" between the steps keeps the planner walking out from the entity (by its index)
+# instead of scanning every Memory
 PASSAGES = """
-MATCH (:Entity {id: $id})<-[r:MENTIONS]-(c:Chunk)
+MATCH (e:Entity {id: $id}) WITH e
+MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH r, c
 MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true
 RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
 """
 ENTITY_CHUNKS = (
-    "UNWIND $ids AS id MATCH (:Entity {id: id})<-[:MENTIONS]-(c:Chunk) "
+    "UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id "
+    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH id, c, r.count AS count "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
-    + "RETURN id, c.id LIMIT $postings"
+    + "RETURN id, c.id, count LIMIT $postings"
 )
 CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)

@@ -11,7 +11,6 @@ with the question but names what the question's entity is related to.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import defaultdict
 from typing import Any
@@ -35,9 +34,10 @@ from shared.messages import (
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question
-NEIGHBOURS_PER_ENTITY = 10
+NEIGHBOURS_PER_ENTITY = 5
 NEIGHBOUR_WEIGHT = 0.5
 MAX_POSTINGS = 20_000
+TF_SATURATION = 2.0  # a passage naming an entity often is about it, up to 2x one mention
 Ranked = list[tuple[list[Any], float]]
 
 
@@ -126,33 +126,50 @@ async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
     return [row for row in rows if (name := set(terms(row[1]))) and name <= asked]
 
 
-async def graph_signal(graph: AsyncGraph, query: str, params: dict[str, Any],
-                       total: int, idf) -> Ranked:
-    """Chunks scored by the rarity of the query's entities they mention, plus half the
-    rarity of those entities' strongest neighbours they mention."""
-    named = await named_entities(graph, query)
-    if not named:
-        return []
-    direct = {row[0] for row in named}
+async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str]:
+    """The entities most often in a sentence with each of ``entities``."""
+    if not entities:
+        return set()
     rows = await run(graph, cypher.NEIGHBOURS, {
-        "ids": sorted(direct), "exclude": sorted(direct),
-        "limit": NEIGHBOURS_PER_ENTITY * len(direct) * 4}, read_only=True)
+        "ids": sorted(entities), "exclude": sorted(entities),
+        "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4}, read_only=True)
     per_entity: dict[str, list[str]] = defaultdict(list)
     for source, neighbour, *_ in rows:
         if len(per_entity[source]) < NEIGHBOURS_PER_ENTITY:
             per_entity[source].append(neighbour)
-    near = {n for ids in per_entity.values() for n in ids} - direct
-    postings = await asyncio.gather(*(
-        run(graph, cypher.ENTITY_CHUNKS, {**params, "ids": [eid], "postings": MAX_POSTINGS},
-            read_only=True) for eid in sorted(direct | near)))
+    return {n for ids in per_entity.values() for n in ids}
+
+
+async def graph_signal(graph: AsyncGraph, query: str, params: dict[str, Any],
+                       total: int, idf, seeds: list[str] = ()) -> Ranked:
+    """Chunks scored by the rarity of the entities they mention: those the query names
+    (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
+    passages other signals rank first; their bridges lead to the next hop's passages) at
+    half weight. Seeds earn nothing from their own entities."""
+    direct = {row[0] for row in await named_entities(graph, query)}
+    near = await strongest_neighbours(graph, direct)
+    bridges: set[str] = set()
+    if seeds:
+        rows = await run(graph, cypher.CHUNK_ENTITIES, {"ids": list(seeds)}, read_only=True)
+        bridges = {row[0] for row in rows} - direct - near
+    if not direct | near | bridges:
+        return []
+    rows = await run(graph, cypher.ENTITY_CHUNKS, {
+        **params, "ids": sorted(direct | near | bridges), "postings": MAX_POSTINGS},
+        read_only=True)
+    postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for eid, chunk_id, count in rows:
+        postings[eid].append((chunk_id, int(count or 1)))
     scores: dict[str, float] = defaultdict(float)
-    for rows in postings:
-        if not rows:
-            continue
-        eid = rows[0][0]
-        weight = idf(total, len(rows)) * (1.0 if eid in direct else NEIGHBOUR_WEIGHT)
-        for _, chunk_id in rows:
-            scores[chunk_id] += weight
+    hop = set(seeds)
+    for eid, found in postings.items():
+        weight = idf(total, len(found))
+        for chunk_id, count in found:
+            tf = TF_SATURATION * count / (count + TF_SATURATION - 1)  # 1 mention: 1
+            if eid in direct:
+                scores[chunk_id] += weight * tf
+            elif eid in near or chunk_id not in hop:
+                scores[chunk_id] += NEIGHBOUR_WEIGHT * weight * tf
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
     if not best:
         return []

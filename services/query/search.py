@@ -41,6 +41,7 @@ MAX_CANDIDATES = 1000
 RESCORE_POOL = 200  # full-text candidates re-scored with BM25
 MAX_POSTINGS = 20_000  # chunks one term may bring; more only for words in most chunks
 QUERY_CACHE_TTL = 7 * 86400
+GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
 Ranked = list[tuple[list[Any], float]]
 
 
@@ -82,19 +83,18 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params)
-    if request.mode in ("hybrid", "graph"):
-        jobs["graph"] = entity_signal(graph, request, params)
     ranked = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
+    weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
+               "graph": settings.weight_graph}
+    if request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0):
+        # the graph signal starts from the entities the question names and, in hybrid,
+        # from those of the passages the other signals rank first (the second hop)
+        seeds = [c.row[1] for c in collapse(fuse(ranked, weights, settings))[:GRAPH_SEEDS]]
+        ranked["graph"] = await entity_signal(graph, request, params, seeds)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
-        weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
-                   "graph": settings.weight_graph}
-        # a signal that found nothing (no entity named, only stop words) has no say
-        ranked = {signal: rows for signal, rows in ranked.items()
-                  if rows and weights[signal] > 0}
-        candidates = fuse_ranks(ranked, weights, settings.rrf_k) if settings.fusion == "rrf" \
-            else fuse_scores(ranked, weights, settings.search_candidates)
+        candidates = fuse(ranked, weights, settings)
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
@@ -102,6 +102,15 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
     return msgspec.structs.replace(empty, results=[shape_hit(c, names.get(c.row[1], []))
                                                    for c in kept])
+
+
+def fuse(ranked: dict[str, Ranked], weights: dict[str, float],
+         settings: Settings) -> list[Candidate]:
+    # a signal that found nothing (no entity named, only stop words) has no say
+    ranked = {signal: rows for signal, rows in ranked.items() if rows and weights[signal] > 0}
+    if settings.fusion == "rrf":
+        return fuse_ranks(ranked, weights, settings.rrf_k)
+    return fuse_scores(ranked, weights, settings.search_candidates)
 
 
 async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
@@ -148,10 +157,10 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     return rescored[:params["depth"]]
 
 
-async def entity_signal(graph: AsyncGraph, request: SearchRequest,
-                        params: dict[str, Any]) -> Ranked:
+async def entity_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
+                        seeds: list[str]) -> Ranked:
     total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
-    return await graph_signal(graph, request.query, params, total, idf)
+    return await graph_signal(graph, request.query, params, total, idf, seeds)
 
 
 def idf(total: int, df: int) -> float:
