@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -12,7 +13,8 @@ from shared.entities import clean_name, entity_key, entity_type
 
 # NER needs tok2vec and ner; the sentencizer (rules) finds sentences for co-occurrence
 UNUSED_PIPES = ("tagger", "parser", "lemmatizer", "attribute_ruler", "senter")
-MAX_PAIRS_PER_SENTENCE = 45  # ten entities in a sentence; more is a list, not a relation
+MAX_PAIRS_PER_SENTENCE = 45
+PARAGRAPHS = re.compile(r"\n\s*\n")  # ten entities in a sentence; more is a list, not a relation
 
 
 class ModelMissing(RuntimeError):
@@ -39,7 +41,26 @@ class EntityModel:
         self.nlp.add_pipe("sentencizer", first=True)
 
     def extract(self, texts: list[str], batch_size: int = 64) -> list[ChunkEntities]:
-        return [chunk_entities(doc) for doc in self.nlp.pipe(texts, batch_size=batch_size)]
+        """Paragraphs (split at blank lines) go through the model apart: otherwise a title
+        line runs into the first sentence ("Harris W. Fawell Fawell")."""
+        owners, paragraphs = [], []
+        for i, text in enumerate(texts):
+            for paragraph in PARAGRAPHS.split(text):
+                if paragraph.strip():
+                    owners.append(i)
+                    paragraphs.append(paragraph)
+        found = [ChunkEntities() for _ in texts]
+        for owner, doc in zip(owners, self.nlp.pipe(paragraphs, batch_size=batch_size),
+                              strict=True):
+            merge(found[owner], chunk_entities(doc))
+        return found
+
+
+def merge(into: ChunkEntities, more: ChunkEntities) -> None:
+    for key, (name, kind, count) in more.mentions.items():
+        have = into.mentions.get(key)
+        into.mentions[key] = (have[0], have[1], have[2] + count) if have else (name, kind, count)
+    into.pairs |= more.pairs
 
 
 def check_model(name: str) -> None:

