@@ -97,14 +97,14 @@ async def test_graph_signal_finds_a_passage_that_shares_no_word_with_the_query(c
 
 async def test_build_graph_reports_progress_batch_by_batch(settings, query_service):
     quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
-                          graph_auto=False, graph_batch=4)
+                          graph_auto=False, graph_batch=4, graph_part_chunks=16)
     receipts = [await add_text(quiet, text) for text in letters(48)]
     await run_workers(quiet)
     assert (await stored(quiet, graph=True))["extracted"] == 0  # automatic extraction is off
     front = Front(quiet)
     try:
         receipt = await ops.build_graph(front, BuildGraph())
-        worker = asyncio.create_task(run_workers(quiet))
+        worker = asyncio.create_task(run_workers(quiet, count=2))
         seen = []
         while not worker.done():
             record = await tasks.get_task(front.redis, receipt.task_id)
@@ -112,8 +112,10 @@ async def test_build_graph_reports_progress_batch_by_batch(settings, query_servi
             await asyncio.sleep(0.01)
         await worker
         final = await ops.task_status(front, receipt.task_id)
+        parts = await tasks.part_workers(front.redis, receipt.task_id)
     finally:
         await front.aclose()
+    assert sorted(parts) == [0, 1, 2]  # 48 chunks fanned out in parts of 16
     partial = {done for state, done, total in seen if state == "running" and 0 < done < total}
     assert len(partial) >= 3, seen  # progress moved in steps, not all at the end
     assert (final.state, final.done, final.total) == ("done", 48, 48)
