@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.entities import clean_name, entity_id, entity_key, entity_type
+from shared.settings import Settings
 from workers.extract import EntityModel, ModelMissing, check_model
 
 
@@ -50,3 +51,9 @@ def test_extraction_keeps_named_things_and_sentence_pairs(model):
 def test_a_missing_model_says_what_to_install():
     with pytest.raises(ModelMissing, match="pip install"):
         check_model("no_such_spacy_model")
+
+
+def test_automatic_extraction_can_be_turned_off_per_namespace():
+    settings = Settings(graph_off_namespaces="chat, scratch")
+    assert settings.graph_on("default") and not settings.graph_on("scratch")
+    assert not Settings(graph_auto=False).graph_on("default")
