@@ -82,6 +82,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     graph_part_chunks: int = 512  # chunks per graph job; a larger task fans out
     graph_batch: int = 64  # chunks per NER batch and per write; progress after each
     weight_graph: float = 0.5
+    graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
 
     log_level: str = "INFO"
 

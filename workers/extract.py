@@ -3,10 +3,15 @@ texts into the entities each mentions and the pairs that share a sentence."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import itertools
+import os
 import re
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shared.entities import clean_name, entity_key, entity_type
@@ -30,15 +35,23 @@ class ChunkEntities:
 
 
 class EntityModel:
-    """A loaded spaCy pipeline with only what NER needs."""
+    """A loaded spaCy pipeline with only what NER needs, and the one thread it runs on.
+    That thread runs at a lower CPU priority (``nice``): reading entities is background
+    work, and on a small machine searches and ingest should not wait behind it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, nice: int = 0) -> None:
         check_model(name)
         import spacy  # heavy: only workers that extract entities pay for it
 
         self.name = name
         self.nlp = spacy.load(name, exclude=list(UNUSED_PIPES))
         self.nlp.add_pipe("sentencizer", first=True)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zapomni-ner",
+                                           initializer=lower_priority, initargs=(nice,))
+
+    async def extract_async(self, texts: list[str]) -> list[ChunkEntities]:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.extract,
+                                                                texts)
 
     def extract(self, texts: list[str], batch_size: int = 64) -> list[ChunkEntities]:
         """Paragraphs (split at blank lines) go through the model apart: otherwise a title
@@ -54,6 +67,13 @@ class EntityModel:
                               strict=True):
             merge(found[owner], chunk_entities(doc))
         return found
+
+
+def lower_priority(nice: int) -> None:
+    """Lower this thread's CPU priority (Linux: a thread has its own nice value)."""
+    if nice > 0 and hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 def merge(into: ChunkEntities, more: ChunkEntities) -> None:

@@ -10,7 +10,6 @@ task stops before its next batch; what was written is whole batches only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -85,7 +84,7 @@ async def extract_part(res: Resources, job: GraphPartJob) -> str:
         rows = await run(graph, cypher.CHUNK_TEXTS, {"ids": batch, "rebuild": job.rebuild})
         if rows:
             with metrics.STAGE_SECONDS.labels("entities").time():
-                found = await asyncio.to_thread(model.extract, [row[1] for row in rows])
+                found = await model.extract_async([row[1] for row in rows])
             with metrics.STAGE_SECONDS.labels("graph_write").time():
                 entities, relations = await write_entities(graph, [row[0] for row in rows],
                                                            found)

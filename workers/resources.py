@@ -41,7 +41,7 @@ class Resources:
         async with _MODEL_LOCK:
             if self.settings.spacy_model not in _MODELS:
                 _MODELS[self.settings.spacy_model] = await asyncio.to_thread(
-                    EntityModel, self.settings.spacy_model)
+                    EntityModel, self.settings.spacy_model, self.settings.graph_nice)
         return _MODELS[self.settings.spacy_model]
 
 

