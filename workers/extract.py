@@ -26,6 +26,10 @@ class ModelMissing(RuntimeError):
     pass
 
 
+class ModelClosed(RuntimeError):
+    pass
+
+
 @dataclass
 class ChunkEntities:
     """What one chunk names: key -> (display name, type, mentions); related pairs of keys."""
@@ -48,6 +52,13 @@ class EntityModel:
         self.nlp.add_pipe("sentencizer", first=True)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zapomni-ner",
                                            initializer=lower_priority, initargs=(nice,))
+        self.closing = threading.Event()
+
+    def close(self) -> None:
+        """Stop between paragraphs and drop queued batches, so a worker told to stop does
+        not wait for NER (the interrupted jobs run again elsewhere: arq, at least once)."""
+        self.closing.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def extract_async(self, texts: list[str]) -> list[ChunkEntities]:
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.extract,
@@ -65,6 +76,8 @@ class EntityModel:
         found = [ChunkEntities() for _ in texts]
         for owner, doc in zip(owners, self.nlp.pipe(paragraphs, batch_size=batch_size),
                               strict=True):
+            if self.closing.is_set():
+                raise ModelClosed("the worker is stopping")
             merge(found[owner], chunk_entities(doc))
         return found
 

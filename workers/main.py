@@ -28,7 +28,7 @@ from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
 from workers.graph import build_graph, graph_part
 from workers.ingest import embed_part, ingest_memory
-from workers.resources import close_resources, open_resources
+from workers.resources import close_models, close_resources, open_resources
 
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True) -> Worker:
@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"zapomni-worker: {exc}") from None
     configure_logging("worker", settings.log_level)
     serve_metrics(settings)
-    make_worker(settings, burst=args.burst).run()
+    try:
+        make_worker(settings, burst=args.burst).run()
+    finally:
+        close_models()
 
 
 if __name__ == "__main__":

@@ -84,6 +84,14 @@ async def close_resources(ctx: dict) -> None:
     await res.store.aclose()
 
 
+def close_models() -> None:
+    """At process exit: stop NER between paragraphs, so exiting does not wait for it. (The
+    model outlives one arq run: tests run many short-lived workers in one process.)"""
+    for model in _MODELS.values():
+        model.close()
+    _MODELS.clear()
+
+
 async def beat(res: Resources) -> None:
     """Keep zapomni:worker:{id} alive while this worker lives (get_stats counts them)."""
     while True:

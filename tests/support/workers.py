@@ -74,5 +74,11 @@ def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int]
         finally:
             for proc in procs:
                 proc.terminate()
-            for proc in procs:
-                proc.wait(30)
+            try:
+                for proc in procs:
+                    proc.wait(30)
+            finally:  # never leave a worker behind to take the next test's jobs
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
