@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 from dataclasses import dataclass, field
 
 from arq.connections import ArqRedis
@@ -40,12 +41,36 @@ class Resources:
         process; a worker that only embeds never pays for it."""
         async with _MODEL_LOCK:
             if self.settings.spacy_model not in _MODELS:
-                _MODELS[self.settings.spacy_model] = await asyncio.to_thread(
+                _MODELS[self.settings.spacy_model] = await in_daemon_thread(
                     EntityModel, self.settings.spacy_model, self.settings.graph_nice)
         return _MODELS[self.settings.spacy_model]
 
 
 _MODELS: dict[str, EntityModel] = {}
+
+
+async def in_daemon_thread(fn, *args):
+    """``asyncio.to_thread`` on a daemon thread: a worker told to stop while spaCy loads
+    (seconds on a cold, busy machine) exits instead of waiting for the load."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(setter, value) -> None:
+        if not future.done():
+            setter(value)
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # handed to the awaiting coroutine
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                loop.call_soon_threadsafe(settle, future.set_exception, exc)
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, future.set_result, result)
+
+    threading.Thread(target=run, name="zapomni-ner-load", daemon=True).start()
+    return await future
 _MODEL_LOCK = asyncio.Lock()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,11 +28,28 @@ def load_passages(count: int) -> list[dict]:
     return [{"id": d["_id"], "text": f"{d['title']}\n\n{d['text']}"} for d in docs]
 
 
+def free_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports (worker i listens on first + i)."""
+    while True:
+        first = free_port()
+        if first + count <= 65535 and all(is_free(first + i) for i in range(1, count)):
+            return first
+
+
+def is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class Stack:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.ports = {"--mcp-port": free_port(), "--query-port": free_port(),
-                      "--falkordb-port": free_port(), "--metrics-port": free_port()}
+                      "--falkordb-port": free_port(), "--metrics-port": free_run(4)}
         self.process: subprocess.Popen | None = None
         self.output = data_dir / "zapomni-up.out"
 
