@@ -30,11 +30,20 @@ import redis.asyncio
 from services.mcp import front as ops
 from services.mcp.front import Front
 from services.query.app import build_app
-from services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from services.stack.falkordb import free_port
 from shared import tasks
 from shared.messages import BuildGraph, SearchRequest
 from shared.settings import Settings
-from tests.bench.retrieval import CACHE, DATA, LOADERS, RESULTS, ingest, jsonl, percentile, reset
+from tests.bench.retrieval import (
+    DATA,
+    LOADERS,
+    RESULTS,
+    cached_store,
+    ingest,
+    jsonl,
+    percentile,
+    reset,
+)
 from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
 from workers.extract import EntityModel
@@ -148,17 +157,8 @@ async def main() -> None:
     parser.add_argument("--docs", type=int, default=1500)
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
-    CACHE.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=False)
-    try:
-        result = await run(args, f"redis://127.0.0.1:{port}")
-    finally:
-        client = redis.asyncio.Redis(port=port)
-        await reset(client)
-        await client.save()
-        await client.aclose()
-        stop_process(server, timeout=120)
+    async with cached_store() as url:
+        result = await run(args, url)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "graph.json").write_text(json.dumps(result, indent=2))
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,6 +256,24 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     return rows
 
 
+@contextlib.asynccontextmanager
+async def cached_store() -> AsyncIterator[str]:
+    """A FalkorDB server over the benchmark cache (tests/bench/.cache): yields its URL, and
+    at the end keeps only the embedding keys. No AOF: replaying every graph write at
+    start-up is slow; the cache is an RDB snapshot taken once the graphs are gone."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=False)
+    try:
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        client = redis.asyncio.Redis(port=port)
+        await reset(client)
+        await client.save()
+        await client.aclose()
+        stop_process(server, timeout=120)
+
+
 def dump(folder: Path, name: str, mode: str, queries: list[Query], ranked: list[list[str]],
          scores: list[list[float]]) -> None:
     """Every query's ranked documents and scores, for studying fusion offline."""
@@ -288,19 +308,8 @@ async def main() -> None:
     parser.add_argument("--weight-graph", type=float, help="override ZAPOMNI_WEIGHT_GRAPH")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     args = parser.parse_args()
-    CACHE.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    # no AOF: replaying every graph write at start-up is slow. The cache is an RDB snapshot
-    # of the embedding keys alone, taken once the graphs are gone.
-    server = start_server(ensure_binaries(), port, CACHE / "falkordb", persistent=False)
-    try:
-        rows = await run(args, f"redis://127.0.0.1:{port}")
-    finally:
-        client = redis.asyncio.Redis(port=port)
-        await reset(client)
-        await client.save()
-        await client.aclose()
-        stop_process(server, timeout=120)
+    async with cached_store() as url:
+        rows = await run(args, url)
     print()
     print(table(rows))
     RESULTS.mkdir(parents=True, exist_ok=True)
