@@ -17,7 +17,7 @@ from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from services.query.keyword import terms
+from services.query.keyword import idf, terms
 from shared import cypher
 from shared.entities import ENTITY_TYPES, entity_id, entity_key
 from shared.errors import InvalidInput, NotFound
@@ -141,7 +141,7 @@ async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str
 
 
 async def graph_signal(graph: AsyncGraph, query: str, params: dict[str, Any],
-                       total: int, idf, seeds: list[str] = ()) -> Ranked:
+                       total: int, seeds: list[str] = ()) -> Ranked:
     """Chunks scored by the rarity of the entities they mention: those the query names
     (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
     passages other signals rank first; their bridges lead to the next hop's passages) at

@@ -4,6 +4,7 @@ and is sent to FalkorDB's full-text index (RediSearch syntax) on its own, so `*`
 
 from __future__ import annotations
 
+import math
 import re
 
 MAX_TERMS = 32
@@ -38,6 +39,11 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             return word[: len(word) - len(suffix)] + keep
     return word
+
+
+def idf(total: int, df: int) -> float:
+    """BM25's inverse document frequency of a term found in df of total chunks."""
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
 def bm25(text: str, idf: dict[str, float], avgdl: float, k1: float = 0.9,

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import math
 import statistics
 import time
 from collections import defaultdict
@@ -28,7 +27,7 @@ from redis.asyncio import Redis
 
 from services.query.entities import graph_signal, passage_entities
 from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
-from services.query.keyword import WORD, bm25, stem, terms
+from services.query.keyword import WORD, bm25, idf, stem, terms
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, meta_pair, run
@@ -90,7 +89,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         # the graph signal starts from the entities the question names and, in hybrid,
         # from those of the passages the other signals rank first (the second hop)
         seeds = [c.row[1] for c in collapse(fuse(ranked, weights, settings))[:GRAPH_SEEDS]]
-        ranked["graph"] = await entity_signal(graph, request, params, seeds)
+        ranked["graph"] = await graph_signal(graph, request.query, params,
+                                             await count_chunks(graph), seeds)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
@@ -125,6 +125,11 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
 
 
+async def count_chunks(graph: AsyncGraph) -> int:
+    """Chunks in the namespace: the N of idf, for the keyword and graph signals."""
+    return max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
+
+
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
                          params: dict[str, Any]) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
@@ -136,7 +141,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     postings = await asyncio.gather(*(
         run(graph, cypher.KEYWORD_TERM, {**params, "term": word, "postings": MAX_POSTINGS},
             read_only=True) for word in words))
-    total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
+    total = await count_chunks(graph)
     scores: dict[str, float] = defaultdict(float)
     for rows in postings:
         weight = idf(total, len(rows))
@@ -155,17 +160,6 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     rescored = sorted(((row, bm25(row[2], weights, avgdl)) for row in rows),
                       key=lambda item: (-item[1], item[0][1]))
     return rescored[:params["depth"]]
-
-
-async def entity_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                        seeds: list[str]) -> Ranked:
-    total = max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
-    return await graph_signal(graph, request.query, params, total, idf, seeds)
-
-
-def idf(total: int, df: int) -> float:
-    """BM25's inverse document frequency of a term found in df of total chunks."""
-    return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
