@@ -120,9 +120,9 @@ async def cancelled(res: Resources, task_id: str) -> bool:
 
 
 async def finish(res: Resources, task_id: str, namespace: str, message: str) -> None:
-    if await cancelled(res, task_id):
-        return
     record = await tasks.get_task(res.redis, task_id)
+    if record is not None and record.state == "cancelled":
+        return
     await tasks.update_task(res.redis, task_id, namespace, state="done",
                             done=record.total if record else 0, finished_at=time.time(),
                             message=message, error="")

@@ -128,15 +128,19 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
     owner = await redis_call(front, tasks.owner_task(front.redis, ref.namespace, ref.memory_id))
     if owner is None:
         await front.query.call("/v1/memory", ref, dict)  # NotFound when it is not stored
-    now = time.time()
-    record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=ref.namespace,
-                        memory_id=ref.memory_id, total=1, created_at=now,
-                        message="waiting for a worker")
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
-    job = DeleteJob(task_id=record.task_id, memory_id=ref.memory_id, namespace=ref.namespace)
-    await redis_call(front, enqueue_delete(front.redis, front.settings, job))
-    return DeleteReceipt(memory_id=ref.memory_id, task_id=record.task_id, status="queued",
+    task_id = await queue_delete(front, ref.namespace, ref.memory_id, "waiting for a worker")
+    return DeleteReceipt(memory_id=ref.memory_id, task_id=task_id, status="queued",
                          namespace=ref.namespace)
+
+
+async def queue_delete(front: Front, namespace: str, memory_id: str, message: str) -> str:
+    """Record a delete task and enqueue its job; its task id."""
+    record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=namespace,
+                        memory_id=memory_id, total=1, created_at=time.time(), message=message)
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace)
+    await redis_call(front, enqueue_delete(front.redis, front.settings, job))
+    return record.task_id
 
 
 async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
@@ -167,13 +171,9 @@ async def cancel_task(front: Front, task_id: str) -> TaskRecord:
     if record.kind == "ingest":
         await redis_call(front, tasks.release_memory(front.redis, record.namespace,
                                                      record.memory_id, task_id))
-        undo = TaskRecord(task_id=new_task_id(), kind="delete", namespace=record.namespace,
-                          memory_id=record.memory_id, total=1, created_at=time.time(),
-                          message="waiting for a worker (undoing a cancelled ingest)")
-        await redis_call(front, tasks.create_task(front.redis, undo, front.task_ttl))
-        await redis_call(front, enqueue_delete(front.redis, front.settings, DeleteJob(
-            task_id=undo.task_id, memory_id=record.memory_id, namespace=record.namespace)))
-        message = f"cancelled by request; {undo.task_id} removes what was written"
+        undo = await queue_delete(front, record.namespace, record.memory_id,
+                                  "waiting for a worker (undoing a cancelled ingest)")
+        message = f"cancelled by request; {undo} removes what was written"
     await redis_call(front, tasks.update_task(front.redis, task_id, record.namespace,
                                               state="cancelled", finished_at=time.time(),
                                               message=message))
