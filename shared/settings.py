@@ -38,6 +38,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_queue_depth: int = 10_000
     job_timeout: int = 120  # seconds; fan-out keeps every job far below this
     max_tries: int = 8
+    job_lease: int = 10  # seconds a dead worker's job stays claimed; live workers renew it
     max_jobs: int = 4
     poll_delay: float = 0.05  # arq's 0.5 s default throttles throughput
     job_expires_days: int = 30  # a queued job outlives a long worker outage

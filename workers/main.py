@@ -31,14 +31,15 @@ from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
 from workers.graph import build_graph, graph_part
 from workers.ingest import embed_part, ingest_memory
-from workers.resources import close_models, close_resources, open_resources
+from workers.lease import job_ended, job_started, start_leases
+from workers.resources import close_models, close_resources, open_resources, resources
 
 log = logging.getLogger(__name__)
 
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True) -> Worker:
     """The arq Worker with every setting chosen on purpose (see DESIGN §5)."""
-    return Worker(
+    worker = Worker(
         functions=[
             func(ingest_memory, name=INGEST),
             func(embed_part, name=EMBED_PART),
@@ -50,18 +51,29 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         queue_name=settings.queue_name,
         job_serializer=serialize,
         job_deserializer=deserialize,
-        on_startup=functools.partial(open_resources, settings=settings),
+        on_startup=functools.partial(startup, settings=settings),
         on_shutdown=close_resources,
+        on_job_start=job_started,
+        after_job_end=job_ended,
         burst=burst,
         handle_signals=handle_signals,
         max_jobs=settings.max_jobs,
         job_timeout=settings.job_timeout,
-        max_tries=settings.max_tries,
+        # one run more than ours: a job whose worker died on every try still reaches our
+        # code once, which fails its task (outcome.py) instead of leaving it "running"
+        max_tries=settings.max_tries + 1,
         poll_delay=settings.poll_delay,
         keep_result=60,  # our task registry keeps outcomes; results hold whole payloads
         allow_abort_jobs=True,
         health_check_interval=10,
     )
+    worker.in_progress_timeout_s = settings.job_lease  # a lease, renewed (workers/lease.py)
+    return worker
+
+
+async def startup(ctx: dict, settings: Settings) -> None:
+    await open_resources(ctx, settings)
+    start_leases(resources(ctx))
 
 
 async def alive_here(settings: Settings) -> bool:

@@ -31,6 +31,10 @@ def deadline(job_timeout: int) -> float:
     return job_timeout - min(5.0, job_timeout * 0.1)
 
 
+class JobAbandoned(Exception):
+    """Every try of this job so far ended with its worker gone (killed, or lost its lease)."""
+
+
 @dataclass
 class JobRun:
     """What became of one run of a job; counted in zapomni_jobs_total."""
@@ -50,6 +54,9 @@ async def task_outcome(ctx: dict, job: str, task_id: str, namespace: str,
     except EmbeddingRejected as exc:
         run.outcome = "failed"
         await fail_task(res, task_id, namespace, memory_id, exc.message)
+    except JobAbandoned as exc:
+        run.outcome = "failed"
+        await fail_task(res, task_id, namespace, memory_id, str(exc))
     except Exception as exc:
         run.outcome = "retry"
         await retry_or_fail(res, ctx, task_id, namespace, memory_id, transient_reason(exc))
@@ -108,6 +115,12 @@ async def _quietly(coro) -> None:
 
 
 async def start_task(res: Resources, ctx: dict, task_id: str, namespace: str) -> None:
+    """Record that a job of this task runs here; give up on a job whose earlier tries all
+    died with their worker (arq allows one try more than max_tries so that this runs)."""
+    attempt = int(ctx.get("job_try", 1))
+    if attempt > res.settings.max_tries:
+        raise JobAbandoned(f"gave up after {attempt - 1} attempts: the worker running this "
+                           "job stopped each time; see the workers' logs")
     now = time.time()
     record = await tasks.get_task(res.redis, task_id)
     fields: dict[str, object] = {"worker": res.worker_id, "heartbeat_at": now,

@@ -31,6 +31,8 @@ class Resources:
     chunker: Chunker
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     heartbeat: asyncio.Task | None = None
+    leases: asyncio.Task | None = None
+    running: set[str] = field(default_factory=set)  # arq job ids this worker runs now
 
     @property
     def task_ttl(self) -> int:
@@ -99,10 +101,11 @@ async def close_resources(ctx: dict) -> None:
     res: Resources | None = ctx.get("res")
     if res is None:
         return
-    if res.heartbeat is not None:
-        res.heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await res.heartbeat
+    for loop_task in (res.heartbeat, res.leases):
+        if loop_task is not None:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
     with contextlib.suppress(Exception):
         await res.redis.delete(WORKER_KEY + res.worker_id)
     await res.embedder.aclose()
