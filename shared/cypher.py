@@ -29,6 +29,7 @@ MERGE (x:ZapomniMeta {key: 'embedding'})
 ON CREATE SET x.model = $model, x.dim = $dim, x.created_at = $now
 RETURN x.model, x.dim
 """
+INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
 READ_MODEL = "MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim"
 
 # ---- writes ----

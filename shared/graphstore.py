@@ -67,17 +67,35 @@ async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = Non
 async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
                   read_only: bool = False) -> QueryResult:
     """``run`` with the whole result: rows and what the query created or deleted."""
+    for attempt in (1, 2):
+        try:
+            if read_only:
+                return await graph.ro_query(query, params)
+            return await graph.query(query, params)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                OSError) as exc:
+            raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+        except redis.exceptions.ResponseError as exc:
+            if attempt == 1 and "db.idx." in str(exc):
+                # after a restart FalkorDB rebuilds its indexes in the background, and an
+                # index query meanwhile fails with "Invalid arguments"
+                if await indexes_building(graph):
+                    raise Unavailable("FalkorDB is rebuilding its indexes (it restarted); "
+                                      "retry in a few seconds") from exc
+                continue  # the index was finished between the query and the check
+            log.error("falkordb refused a query: %s", exc)
+            raise StoreError("the graph store refused a query") from exc
+    raise AssertionError("unreachable")
+
+
+async def indexes_building(graph: AsyncGraph) -> bool:
+    """True while an index of this graph is not yet usable ("[Indexing] n/m: UNDER
+    CONSTRUCTION" in db.indexes)."""
     try:
-        if read_only:
-            result = await graph.ro_query(query, params)
-        else:
-            result = await graph.query(query, params)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
-    except redis.exceptions.ResponseError as exc:
-        log.error("falkordb refused a query: %s", exc)
-        raise StoreError("the graph store refused a query") from exc
-    return result
+        rows = (await graph.ro_query(cypher.INDEX_STATUS)).result_set
+    except (redis.exceptions.RedisError, OSError):
+        return False
+    return any(status != "OPERATIONAL" for _, status in rows)
 
 
 async def namespace_exists(store: GraphStore, namespace: str) -> bool:

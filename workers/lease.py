@@ -32,9 +32,9 @@ async def job_started(ctx: dict) -> None:
     await renew(res, [ctx["job_id"]])
 
 
-async def job_ended(ctx: dict) -> None:
-    """arq's after_job_end: arq has removed (or re-timed) the claim; stop renewing it."""
-    resources(ctx).running.discard(ctx["job_id"])
+def release(res: Resources, job_id: str) -> None:
+    """The job has ended here (arq removed the claim, or could not): stop renewing it."""
+    res.running.discard(job_id)
 
 
 async def renew(res: Resources, job_ids: list[str]) -> None:

@@ -31,15 +31,16 @@ from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
 from workers.graph import build_graph, graph_part
 from workers.ingest import embed_part, ingest_memory
-from workers.lease import job_ended, job_started, start_leases
+from workers.lease import job_started, start_leases
 from workers.resources import close_models, close_resources, open_resources, resources
+from workers.runner import ZapomniWorker
 
 log = logging.getLogger(__name__)
 
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True) -> Worker:
     """The arq Worker with every setting chosen on purpose (see DESIGN §5)."""
-    worker = Worker(
+    worker = ZapomniWorker(
         functions=[
             func(ingest_memory, name=INGEST),
             func(embed_part, name=EMBED_PART),
@@ -54,7 +55,6 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         on_startup=functools.partial(startup, settings=settings),
         on_shutdown=close_resources,
         on_job_start=job_started,
-        after_job_end=job_ended,
         burst=burst,
         handle_signals=handle_signals,
         max_jobs=settings.max_jobs,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+import uvicorn
+
+from services.mcp.http import http_app
 from services.mcp.server import build_server
 from shared.logs import configure_logging
 from shared.settings import Settings
@@ -19,10 +22,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.stdio:
         build_server(settings, auth=False).run(transport="stdio", show_banner=False)
     else:
-        server = build_server(settings)
-        server.run(transport="http", host=settings.mcp_host, port=settings.mcp_port,
-                   show_banner=False, log_level=settings.log_level.lower(),
-                   uvicorn_config={"access_log": False, "log_config": None})
+        uvicorn.run(http_app(settings), host=settings.mcp_host, port=settings.mcp_port,
+                    log_level=settings.log_level.lower(), access_log=False, log_config=None,
+                    ws="none")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import httpx
 import msgspec
 from fastmcp import Client
 
-from services.mcp.server import build_server
+from services.mcp.http import http_app
 from tests.support.servers import ThreadedServer
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -18,7 +18,7 @@ HEADERS = {"accept": "application/json, text/event-stream"}
 async def test_a_token_is_required_when_configured(settings, query_service):
     token = "correct-horse-battery-staple"
     settings = msgspec.structs.replace(settings, mcp_token=token)
-    with ThreadedServer(build_server(settings).http_app()) as server:
+    with ThreadedServer(http_app(settings)) as server:
         url = f"{server.url}/mcp"
         async with httpx.AsyncClient() as http:
             anonymous = await http.post(url, json=INITIALIZE, headers=HEADERS)

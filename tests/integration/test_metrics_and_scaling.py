@@ -9,7 +9,7 @@ import httpx
 from fastmcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.mcp.server import build_server
+from services.mcp.http import http_app
 from services.stack.falkordb import free_port
 from shared import tasks
 from tests.conftest import make_settings
@@ -36,7 +36,7 @@ async def scrape(url: str) -> dict:
 
 async def test_every_process_serves_metrics_that_move(settings, query_service, aredis):
     worker_port = free_port()
-    with ThreadedServer(build_server(settings).http_app()) as front_server, \
+    with ThreadedServer(http_app(settings)) as front_server, \
             worker_processes(settings, 1, metrics_ports=[worker_port]):
         front_metrics = f"{front_server.url}/metrics"
         before = await scrape(front_metrics)
@@ -89,7 +89,7 @@ async def test_metrics_ask_for_the_token_when_one_is_set(settings):
     import msgspec
 
     guarded = msgspec.structs.replace(settings, mcp_token="s3cret-s3cret")
-    with ThreadedServer(build_server(guarded).http_app()) as server:
+    with ThreadedServer(http_app(guarded)) as server:
         async with httpx.AsyncClient() as http:
             anonymous = await http.get(f"{server.url}/metrics")
             allowed = await http.get(f"{server.url}/metrics",

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+
+from arq.constants import retry_key_prefix
 
 from shared import tasks
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import kill
 from tests.support.workers import add_text, run_workers
+from workers.lease import lease_key
 
 DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in winter."
                     for i in range(120))
@@ -41,6 +45,13 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
             kill(worker)
         assert record.total > 10 and 3 <= record.done < record.total, record
 
+    # what it held is leased in its name and comes free within one lease, not job_timeout
+    held = [key async for key in aredis.scan_iter(match=lease_key("*"))]
+    assert held
+    for key in held:
+        assert await aredis.get(key) == f"{socket.gethostname()}-{worker.pid}".encode()
+        assert 0 < await aredis.pttl(key) <= settings.job_lease * 1000
+
     await run_workers(settings, timeout=180)  # waits out the killed job's in-progress key
 
     record = await tasks.get_task(aredis, receipt.task_id)
@@ -52,3 +63,17 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
     from shared.chunking import Chunker
 
     assert counts["chunks"] == len(Chunker(48, 8).split(DOCUMENT))
+
+
+async def test_a_job_whose_worker_died_on_every_try_fails_its_task(settings, aredis):
+    text = "A note whose worker kept dying."
+    receipt = await add_text(settings, text)
+    await aredis.set(retry_key_prefix + receipt.task_id, settings.max_tries)  # tries spent
+
+    await run_workers(settings)
+
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert record.state == "failed"
+    assert f"gave up after {settings.max_tries} attempts" in record.error
+    assert (await stored(settings))["memories"] == 0
+    assert not (await add_text(settings, text)).duplicate  # the text can be added again

@@ -1,0 +1,333 @@
+"""Property-based fuzzing of every MCP tool through fastmcp's real client over HTTP.
+
+``calls()`` draws (tool, arguments): each argument left out, well-formed, hostile (NUL, lone
+surrogates, confusables, bidi overrides, Cypher and RediSearch syntax, 10 MB + 1 characters,
+deep nesting, huge tag lists) or of the wrong type, sometimes with a field the tool does not
+know. ``Target.call`` sends one and sorts the answer: accepted, a clean validation error,
+a retryable refusal, an internal error (masked by the server: must never happen), a message
+that leaks internals (stack trace, paths, Cypher, library names: must never happen), and
+writes made by a call that was refused (must never happen). Used by
+tests/integration/test_fuzz.py and by ``./dev bench fuzz`` for long runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+from fastmcp import Client
+from hypothesis import strategies as st
+
+from services.mcp.http import http_app
+from shared.settings import Settings
+from tests.support.servers import ThreadedServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOSTILE = [
+    "", " ", "\x00", "a\x00b", "\ud800", "x\udfffy", "\u202eevil", "\ufeff", "Ｍａｔｃｈ",
+    "раураl", "ｍｅｍ_" + "0" * 32, "' OR 1=1 --", "\") RETURN 1 //", "MATCH (n) DETACH DELETE n",
+    "}) WITH 1 AS x CALL db.labels() YIELD label RETURN label //", "$param", "`backtick`",
+    "*", "@text:(x)|y", "-not", "~fuzzy%", "{a|b}", "\"quoted\"", "[1 TO 2]", "\\", "\n\r\t",
+    "../../etc/passwd", "%s%s%n", "{{7*7}}", "<script>alert(1)</script>", "null", "NaN",
+    "🦀" * 50, "a" * 300, "default", "zapomni:queue", "mem_" + "0" * 32, "task_" + "f" * 32,
+]
+class Big(str):
+    """10 MB + 1 characters (one over the text limit), shown short in failure reports."""
+
+    def __repr__(self) -> str:
+        return f"'x' * {len(self):_}"
+
+
+BIG = Big("x" * 10_000_001)
+WRONG_TYPES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                        st.lists(st.integers(), max_size=3),
+                        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+def strings(max_size: int = 40) -> st.SearchStrategy[str]:
+    """Hostile fragments, random text with every code point class (surrogates included),
+    and the two joined."""
+    anything = st.text(st.one_of(st.characters(codec=None), st.characters(categories=["Cs"])),
+                       max_size=max_size)
+    return st.one_of(st.sampled_from(HOSTILE), anything,
+                     st.builds(lambda a, b: a + b, st.sampled_from(HOSTILE), anything))
+
+
+def json_values(depth: int = 20) -> st.SearchStrategy[Any]:
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                       strings(20))
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(strings(12), inner, max_size=3)),
+        max_leaves=depth)
+
+
+def nested(levels: int) -> dict:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def metadata() -> st.SearchStrategy[Any]:
+    tags = st.one_of(st.lists(strings(20), max_size=5), st.just(["t"] * 101),
+                     st.just(["x" * 129]), WRONG_TYPES)
+    return st.one_of(
+        st.fixed_dictionaries({}, optional={"tags": tags, "source": st.one_of(strings(), st.just(
+            "s" * 513), WRONG_TYPES), "id": strings(), "lang": json_values()}),
+        st.dictionaries(strings(20), json_values(), max_size=4),
+        st.sampled_from([nested(17), nested(40), {"blob": "b" * 70_000}]),
+        WRONG_TYPES)
+
+
+def ids(prefix: str) -> st.SearchStrategy[Any]:
+    hexes = st.text("0123456789abcdef", min_size=32, max_size=32).map(lambda h: prefix + h)
+    return st.one_of(hexes, strings(), WRONG_TYPES)
+
+
+GOOD_TEXT = st.one_of(st.sampled_from([h for h in HOSTILE if h.strip()]),
+                      st.text(min_size=1, max_size=200).filter(str.strip))
+GOOD_NAMESPACE = st.sampled_from(["default", "fuzz", "a-b_c.1"])
+GOOD_METADATA = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+    "tags": st.lists(st.text(min_size=1, max_size=20), max_size=5),
+    "source": st.text(max_size=50), "lang": st.sampled_from(["en", "de"])}))
+GOOD_FILTERS = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+    "tags": st.lists(st.text(min_size=1, max_size=20), max_size=3),
+    "source": st.text(max_size=20), "after": st.just("2020-01-01")}))
+BAD_FILTERS = st.one_of(
+    st.fixed_dictionaries({}, optional={
+        "tags": st.lists(strings(20), max_size=3), "tags_all": st.lists(strings(20), max_size=3),
+        "source": strings(), "after": st.one_of(strings(), st.integers()),
+        "before": st.one_of(strings(), st.integers()),
+        "metadata": st.dictionaries(strings(12), json_values(3), max_size=3),
+        "bogus": strings()}),
+    WRONG_TYPES)
+TEXT = (GOOD_TEXT, st.one_of(strings(200), st.just(BIG), WRONG_TYPES))
+NAMESPACE = (GOOD_NAMESPACE, st.one_of(strings(70), WRONG_TYPES))
+METADATA = (GOOD_METADATA, metadata())
+LIMIT = (st.integers(1, 50), st.one_of(st.integers(-5, 2000), st.floats(), WRONG_TYPES))
+SCORE = (st.floats(0, 1), st.one_of(st.floats(), WRONG_TYPES))
+MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
+TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
+QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
+
+# each tool's arguments: (well-formed values, hostile or malformed values)
+TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]]] = {
+    "add_memory": {"text": TEXT, "metadata": METADATA, "namespace": NAMESPACE},
+    "add_memories": {"items": (
+        st.lists(st.fixed_dictionaries({"text": GOOD_TEXT}, optional={
+            "metadata": GOOD_METADATA}), min_size=1, max_size=3),
+        st.one_of(st.lists(st.fixed_dictionaries({"text": TEXT[1]}, optional={
+            "metadata": metadata(), "extra": strings()}), max_size=3),
+            st.just([{"text": "x"}] * 1001), WRONG_TYPES)), "namespace": NAMESPACE},
+    "graph_status": {"task_id": TASK_ID},
+    "search_memory": {"query": QUERY, "limit": LIMIT, "filters": (GOOD_FILTERS, BAD_FILTERS),
+                      "namespace": NAMESPACE, "mode": (st.sampled_from(
+                          ["hybrid", "vector", "keyword", "graph"]), strings()),
+                      "min_score": SCORE},
+    "get_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
+    "delete_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
+    "get_stats": {"namespace": NAMESPACE},
+    "build_graph": {"namespace": NAMESPACE, "memory_ids": (
+        st.lists(MEMORY_ID[0], min_size=1, max_size=3),
+        st.one_of(st.lists(MEMORY_ID[1], max_size=3), WRONG_TYPES)),
+        "rebuild": (st.booleans(), WRONG_TYPES)},
+    "cancel_task": {"task_id": TASK_ID},
+    "search_entities": {"query": QUERY, "type": (st.sampled_from(["person", "place"]),
+                                                 strings()),
+                        "limit": LIMIT, "namespace": NAMESPACE},
+    "get_entity": {"name_or_id": QUERY, "depth": (st.integers(1, 2), LIMIT[1]),
+                   "namespace": NAMESPACE},
+}
+REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
+            "search_memory": {"query"}, "get_memory": {"memory_id"},
+            "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
+            "search_entities": {"query"}, "get_entity": {"name_or_id"}}
+
+
+@st.composite
+def calls(draw) -> tuple[str, dict[str, Any]]:
+    """A tool and its arguments; each argument well-formed two times in three, else hostile
+    or of the wrong type, and an optional one left out half the time; one call in ten
+    carries a field the tool does not know."""
+    tool = draw(st.sampled_from(sorted(TOOLS)))
+    arguments = {}
+    for name, (good, bad) in TOOLS[tool].items():
+        if name not in REQUIRED.get(tool, ()) and draw(st.booleans()):
+            continue
+        arguments[name] = draw(bad if draw(st.integers(0, 2)) == 0 else good)
+    if draw(st.integers(0, 9)) == 0:
+        arguments[draw(strings(12))] = draw(json_values(3))  # a field the tool does not know
+    return tool, arguments
+
+
+# what must never reach a client: stack traces, our paths, library internals, Cypher errors
+LEAKS = re.compile("|".join([
+    r"Traceback", r'File "', r"\.py\b", r"site-packages", re.escape(str(ROOT)),
+    re.escape(str(Path.home())), r"redis\.exceptions", r"falkordb", r"ResponseError",
+    r"errMsg", r"Invalid input at", r"RediSearch", r"msgspec", r"Cypher"]), re.IGNORECASE)
+MASKED = re.compile(r"^Error calling tool '[a-z_]+'$|internal error", re.IGNORECASE)
+
+
+@dataclass
+class Tally:
+    outcomes: Counter = field(default_factory=Counter)  # accepted, invalid, retryable, ...
+    by_tool: Counter = field(default_factory=Counter)
+    bad: list[str] = field(default_factory=list)  # internal errors, leaks, invalid writes
+
+    @property
+    def calls(self) -> int:
+        return sum(self.outcomes.values())
+
+
+class Target:
+    """The front over HTTP and a client on its own event loop, for synchronous callers
+    (hypothesis runs plain functions)."""
+
+    def __init__(self, settings: Settings, url: str) -> None:
+        self.settings = settings
+        self.loop = asyncio.new_event_loop()
+        self.client = Client(url)
+        self.raw = RawSession(url)
+        self.redis = redis.Redis.from_url(settings.redis_url)
+        self.tally = Tally()
+
+    def open(self) -> None:
+        self.loop.run_until_complete(self.client.__aenter__())
+        self.loop.run_until_complete(self.raw.open())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.__aexit__(None, None, None))
+        self.loop.run_until_complete(self.raw.aclose())
+        self.loop.close()
+        self.redis.close()
+
+    def writes(self) -> tuple[int, int, int]:
+        """Jobs queued, task records, memory claims: what an accepted write leaves."""
+        r = self.redis
+        return (r.zcard(self.settings.queue_name),
+                sum(1 for _ in r.scan_iter(match="zapomni:task:*", count=1000)),
+                sum(1 for _ in r.scan_iter(match="zapomni:mem:*", count=1000)))
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Send one call, record its outcome; return it."""
+        before = self.writes()
+        if _client_can_send(arguments):
+            result = self.loop.run_until_complete(
+                self.client.call_tool(tool, arguments, raise_on_error=False))
+            is_error = result.is_error
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+        else:  # what a hand-written client could send: lone surrogates, NaN
+            is_error, text = self.loop.run_until_complete(self.raw.call(tool, arguments))
+        outcome = ("accepted" if not is_error
+                   else "internal" if MASKED.search(text)
+                   else "retryable" if text.startswith("temporarily unavailable")
+                   else "invalid")
+        self.tally.outcomes[outcome] += 1
+        self.tally.by_tool[tool] += 1
+        if outcome == "internal":
+            self.tally.bad.append(f"internal error: {tool}({_short(arguments)})")
+        elif outcome != "accepted" and LEAKS.search(_without_inputs(text, arguments)):
+            self.tally.bad.append(f"leak: {tool} -> {text[:300]}")
+        if outcome != "accepted" and self.writes() != before:
+            self.tally.bad.append(f"refused but wrote: {tool}({_short(arguments)})")
+        return outcome
+
+
+def _client_can_send(arguments: dict[str, Any]) -> bool:
+    """fastmcp's client sends strict UTF-8 JSON: no lone surrogates, no NaN or infinity."""
+    try:
+        json.dumps(arguments, ensure_ascii=False, allow_nan=False).encode()
+    except (UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
+class RawSession:
+    """MCP over streamable HTTP by hand, for JSON that fastmcp's client refuses to write."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = httpx.AsyncClient(timeout=60, headers={
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json"})
+        self.ids = 0
+
+    async def post(self, message: dict[str, Any]) -> httpx.Response:
+        # ensure_ascii: lone surrogates go as \ud800 escapes; NaN as the bare word NaN
+        body = json.dumps(message, ensure_ascii=True, allow_nan=True)
+        response = await self.http.post(self.url, content=body)
+        if "mcp-session-id" in response.headers:
+            self.http.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        return response
+
+    async def open(self) -> None:
+        await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "fuzz", "version": "1"}}})
+        await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        """(is_error, text) of one tools/call; a JSON-RPC error counts as a refusal."""
+        self.ids += 1
+        response = await self.post({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
+                                    "params": {"name": tool, "arguments": arguments}})
+        text = response.text
+        payloads = [line[5:] for line in text.splitlines() if line.startswith("data:")] or [text]
+        try:
+            message = json.loads(payloads[-1])
+        except ValueError:
+            return True, f"HTTP {response.status_code}: {text[:300]}"
+        if "error" in message:
+            return True, str(message["error"].get("message", ""))
+        result = message.get("result", {})
+        content = " ".join(c.get("text", "") for c in result.get("content", []))
+        return bool(result.get("isError")), content
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def _strings_in(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings_in(k)
+            yield from _strings_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings_in(v)
+
+
+def _without_inputs(text: str, arguments: dict[str, Any]) -> str:
+    """The message minus what the caller sent (validation errors may quote the input)."""
+    for s in sorted(_strings_in(arguments), key=len, reverse=True):
+        if len(s) >= 3:
+            text = text.replace(s[:60], "")
+    return text
+
+
+def _short(arguments: dict[str, Any]) -> str:
+    return repr(arguments)[:300]
+
+
+@contextmanager
+def front_over_http(settings: Settings) -> Iterator[Target]:
+    """The front (streamable HTTP) on a free port, and a Target speaking to it."""
+    with ThreadedServer(http_app(settings)) as server:
+        target = Target(settings, f"{server.url}/mcp")
+        target.open()
+        try:
+            yield target
+        finally:
+            target.close()

@@ -1,0 +1,51 @@
+"""arq's Worker, made to outlive a Redis outage.
+
+arq 0.28 lets a Redis connection error out of its poll loop, and out of a job whose end it
+could not record; either ended the worker process (measured: all three workers of the chaos
+benchmark exited when the queue's Redis restarted). Here the poll waits and tries again, and a
+job whose end could not be recorded is left to run again when its lease expires (jobs are
+idempotent)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import redis.exceptions
+from arq.worker import Worker
+
+from workers.lease import release
+
+log = logging.getLogger(__name__)
+
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+class ZapomniWorker(Worker):
+    redis_lost_at: float | None = None
+
+    async def _poll_iteration(self) -> None:
+        try:
+            await super()._poll_iteration()
+        except REDIS_DOWN as exc:
+            if self.redis_lost_at is None:
+                self.redis_lost_at = time.monotonic()
+                log.warning("the queue's Redis is unreachable (%s); waiting for it",
+                            type(exc).__name__)
+            await asyncio.sleep(1.0)
+            return
+        if self.redis_lost_at is not None:
+            log.info("the queue's Redis is back after %.1f s",
+                     time.monotonic() - self.redis_lost_at)
+            self.redis_lost_at = None
+
+    async def run_job(self, job_id: str, score: int) -> None:
+        try:
+            await super().run_job(job_id, score)
+        except REDIS_DOWN:
+            log.warning("job %s: Redis went away before its end was recorded; it runs again "
+                        "when its lease expires", job_id)
+        finally:
+            if "res" in self.ctx:
+                release(self.ctx["res"], job_id)
