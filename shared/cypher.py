@@ -213,6 +213,11 @@ MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH r, c
 MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true
 RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
 """
+ENTITY_DF = """
+UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id
+OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
+RETURN id, count(m)
+"""
 ENTITY_CHUNKS = (
     "UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id "
     "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH id, c, r.count AS count "
