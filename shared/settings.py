@@ -28,7 +28,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # front (MCP) and query service
     mcp_host: str = "127.0.0.1"
     mcp_port: int = 8765
-    mcp_token: str = ""  # required when mcp_host is not loopback
+    mcp_token: str = ""  # a shared bearer token; this or a JWT issuer beyond loopback
+    # production: bearer JWTs signed by your identity provider, checked against its JWKS
+    # (or one PEM public key), its issuer and this server's audience
+    mcp_jwt_jwks_uri: str = ""
+    mcp_jwt_public_key: str = ""
+    mcp_jwt_issuer: str = ""
+    mcp_jwt_audience: str = ""
     query_host: str = "127.0.0.1"
     query_port: int = 8766
     request_timeout: float = 10.0  # seconds the front waits on Redis / the query service
@@ -108,18 +114,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         except msgspec.ValidationError as exc:
             raise SystemExit(f"zapomni: bad setting: {_env_name(exc)}") from None
 
+    @property
+    def mcp_jwt(self) -> bool:
+        return bool(self.mcp_jwt_jwks_uri or self.mcp_jwt_public_key)
+
     def check_mcp_bind(self) -> None:
-        """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN."""
+        """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN or JWTs."""
         host = self.mcp_host
         try:
             loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
         except ValueError:
             loopback = False
-        if not loopback and not self.mcp_token:
+        if not loopback and not (self.mcp_token or self.mcp_jwt):
             raise SystemExit(
                 f"zapomni: refusing to serve MCP on {host} without a token. Set "
                 "ZAPOMNI_MCP_TOKEN to a long random string (clients send it as a bearer "
-                "token), or bind to 127.0.0.1.")
+                "token), or ZAPOMNI_MCP_JWT_JWKS_URI (with _ISSUER and _AUDIENCE) to accept "
+                "your identity provider's JWTs, or bind to 127.0.0.1.")
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""

@@ -7,7 +7,6 @@ anything else is masked by fastmcp (``mask_error_details``) and logged here.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +16,8 @@ from typing import Any
 import msgspec
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.server.auth import TokenVerifier
+from fastmcp.server.auth.providers.jwt import JWTVerifier, StaticTokenVerifier
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -127,14 +128,19 @@ def graph_fields(record: TaskRecord) -> dict[str, Any]:
             "entities_created": record.entities, "relations_created": record.relations}
 
 
-def check_auth(settings: Settings):
+def check_auth(settings: Settings) -> TokenVerifier | None:
+    """JWTs from an identity provider (production), else the one shared token, else none
+    (loopback only: ``check_mcp_bind`` refuses any other address without one of the two)."""
     settings.check_mcp_bind()
-    if not settings.mcp_token:
-        return None
-    from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
-
-    return StaticTokenVerifier(tokens={settings.mcp_token: {"client_id": "zapomni",
-                                                            "scopes": []}})
+    if settings.mcp_jwt:
+        return JWTVerifier(public_key=settings.mcp_jwt_public_key or None,
+                           jwks_uri=settings.mcp_jwt_jwks_uri or None,
+                           issuer=settings.mcp_jwt_issuer or None,
+                           audience=settings.mcp_jwt_audience or None)
+    if settings.mcp_token:
+        return StaticTokenVerifier(tokens={settings.mcp_token: {"client_id": "zapomni",
+                                                                "scopes": []}})
+    return None
 
 
 def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
@@ -148,11 +154,12 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
         finally:
             await live.pop("front").aclose()
 
-    mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan,
-                  auth=check_auth(settings) if auth else None, mask_error_details=True)
+    verifier = check_auth(settings) if auth else None
+    mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan, auth=verifier,
+                  mask_error_details=True)
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
-    add_routes(mcp, settings, live)
+    add_routes(mcp, verifier, live)
     return mcp
 
 
@@ -281,7 +288,7 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             return plain(await live["front"].query.call("/v1/entity", request, EntityDetail))
 
 
-def add_routes(mcp: FastMCP, settings: Settings, live: dict[str, Front]) -> None:
+def add_routes(mcp: FastMCP, verifier: TokenVerifier | None, live: dict[str, Front]) -> None:
     @mcp.custom_route("/healthz", methods=["GET"])
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -294,11 +301,12 @@ def add_routes(mcp: FastMCP, settings: Settings, live: dict[str, Front]) -> None
 
     @mcp.custom_route("/metrics", methods=["GET"])
     async def metrics_route(request: Request) -> Response:
-        # custom routes are outside fastmcp's auth: with a token set, /metrics asks for it
-        if settings.mcp_token and not hmac.compare_digest(
-                request.headers.get("authorization", ""), f"Bearer {settings.mcp_token}"):
-            return Response("bearer token required\n", 401,
-                            headers={"www-authenticate": "Bearer"})
+        # custom routes are outside fastmcp's auth: with auth on, /metrics asks for a token
+        if verifier is not None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or await verifier.verify_token(token) is None:
+                return Response("bearer token required\n", 401,
+                                headers={"www-authenticate": "Bearer"})
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
