@@ -53,7 +53,8 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
         query = await scrape(f"{query_service}/metrics")
         worker = await scrape(f"http://127.0.0.1:{worker_port}/metrics")
         async with asyncio.timeout(15):  # the query service refreshes system gauges every 5 s
-            while value(query, "zapomni_workers_alive") != 1:
+            while (value(query, "zapomni_workers_alive"),
+                   value(query, "zapomni_tasks", state="done")) != (1, 2):
                 await asyncio.sleep(0.5)
                 query = await scrape(f"{query_service}/metrics")
 

@@ -87,25 +87,34 @@ async def test_missing_model_says_to_pull_it(fake_ollama):
 
 
 async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis):
-    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, ollama_retries=0,
-                             max_tries=5)
-    fake_ollama.fail_statuses = [503]
-    receipt = await add_text(settings, "outage note")
-    worker_run = run_workers(settings)
+    """503s, then an Ollama that accepts requests and never answers, then one that works:
+    the task waits, says why, stores nothing meanwhile, and finishes."""
     import asyncio
 
-    runner = asyncio.ensure_future(worker_run)
-    message = ""
-    for _ in range(100):
-        record = await tasks.get_task(aredis, receipt.task_id)
-        message = record.message
-        if message.startswith("waiting: "):
-            break
-        await asyncio.sleep(0.05)
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, ollama_retries=0,
+                             ollama_timeout=1.0, max_tries=6)
+    fake_ollama.fail_statuses = [503]
+    receipt = await add_text(settings, "outage note")
+    runner = asyncio.ensure_future(run_workers(settings))
+
+    async def waiting_for(reason: str) -> str:
+        for _ in range(400):
+            message = (await tasks.get_task(aredis, receipt.task_id)).message
+            if message.startswith("waiting: ") and reason in message:
+                return message
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the task never said it waits for {reason!r}")
+
+    first = await waiting_for("HTTP 503")
+    fake_ollama.hang = True
+    await waiting_for("timed out")
+    during = await stored(settings)
+    fake_ollama.hang = False
     await runner
-    assert message.startswith("waiting: Ollama at http://127.0.0.1:") and "HTTP 503" in message
+    assert first.startswith("waiting: Ollama at http://127.0.0.1:")
+    assert (during["ready"], during["chunks"]) == (0, 0)  # nothing stored without vectors
     record = await tasks.get_task(aredis, receipt.task_id)
-    assert (record.state, record.attempts) == ("done", 2)
+    assert (record.state, record.attempts) == ("done", 3)
     assert (await stored(settings))["ready"] == 1
 
 
