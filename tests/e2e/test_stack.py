@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
 
-from services.stack.falkordb import free_port
+from tests.support.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
@@ -26,67 +21,6 @@ def load_passages(count: int) -> list[dict]:
     with SCIFACT.open() as lines:
         docs = [json.loads(line) for _, line in zip(range(count), lines, strict=False)]
     return [{"id": d["_id"], "text": f"{d['title']}\n\n{d['text']}"} for d in docs]
-
-
-def free_run(count: int) -> int:
-    """The first of ``count`` consecutive free ports (worker i listens on first + i)."""
-    while True:
-        first = free_port()
-        if first + count <= 65535 and all(is_free(first + i) for i in range(1, count)):
-            return first
-
-
-def is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-class Stack:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.ports = {"--mcp-port": free_port(), "--query-port": free_port(),
-                      "--falkordb-port": free_port(), "--metrics-port": free_run(4)}
-        self.process: subprocess.Popen | None = None
-        self.output = data_dir / "zapomni-up.out"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.ports['--mcp-port']}/mcp"
-
-    def start(self, workers: int = 2) -> None:
-        command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", str(workers),
-                   "--data-dir", str(self.data_dir)]
-        for flag, port in self.ports.items():
-            command += [flag, str(port)]
-        seen = self.output.read_text().count("Zapomni is up.") if self.output.exists() else 0
-        with self.output.open("ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=out)
-        deadline = time.monotonic() + 180
-        while self.output.read_text().count("Zapomni is up.") == seen:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"zapomni up did not start:\n{self.output.read_text()}")
-            time.sleep(0.2)
-
-    def stdio_front(self) -> StdioTransport:
-        """The stdio front against this stack, configured as the printed snippet says."""
-        env = {"ZAPOMNI_REDIS_URL": f"redis://127.0.0.1:{self.ports['--falkordb-port']}/0",
-               "ZAPOMNI_QUERY_URL": f"http://127.0.0.1:{self.ports['--query-port']}"}
-        return StdioTransport(command=str(Path(sys.executable).parent / "zapomni-mcp"),
-                              args=["--stdio"], env=env)
-
-    def stop(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
 
 
 @pytest.fixture

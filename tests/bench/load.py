@@ -1,0 +1,195 @@
+"""Load: concurrent MCP clients against `zapomni up` (2 workers), over streamable HTTP,
+adding SciFact abstracts and asking SciFact claims (../shared/data beside this repository).
+
+    ./dev bench load [--clients 50] [--seconds 60] [--add-share 0.3] [--seed 7]
+
+After a warm-up (10 clients adding for 3 s, then until every job is done), one client
+searches alone for 10 s, then every client searches for ``--seconds`` / 4 against the idle
+stack (the baseline), then
+for ``--seconds`` each client loops: add_memory with probability ``--add-share``, else
+search_memory. Reports, per phase and tool, calls, errors, p50/p95/p99 latency at the
+client and calls/s; the busy/idle ratio of search p95; and whether every accepted memory
+became searchable afterwards; then all clients search the settled stack again (the corpus
+grew meanwhile, so the mixed phase is compared with both idle phases). Writes
+tests/bench/results/load.json. The clients run in this one process and share the machine
+with the stack: on 2 cores they compete with it for CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from fastmcp import Client
+
+from tests.support.stack import Stack
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "bench" / "results"
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+
+
+def scifact(name: str) -> list[dict]:
+    with (SCIFACT / name).open() as lines:
+        return [json.loads(line) for line in lines]
+
+
+class Texts:
+    """SciFact abstracts to add (each once, in a shuffled order) and its claims to ask."""
+
+    def __init__(self, seed: int) -> None:
+        self.docs = [f"{d['title']}\n\n{d['text']}" for d in scifact("corpus.jsonl")]
+        random.Random(seed).shuffle(self.docs)
+        self.claims = [q["text"] for q in scifact("queries.jsonl")]
+
+    def next_doc(self) -> str:
+        return self.docs.pop()
+
+
+class Phase:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, list[str]] = defaultdict(list)
+        self.seconds = 0.0
+
+    def row(self, tool: str) -> dict:
+        ms = np.array(self.latency[tool]) * 1000
+        pct = (lambda q: round(float(np.percentile(ms, q)), 1)) if len(ms) else (lambda q: None)
+        return {"phase": self.name, "tool": tool, "calls": len(ms) + len(self.errors[tool]),
+                "errors": len(self.errors[tool]), "p50_ms": pct(50), "p95_ms": pct(95),
+                "p99_ms": pct(99), "per_s": round(len(ms) / self.seconds, 1)}
+
+
+async def client_loop(url: str, phase: Phase, until: float, add_share: float,
+                      rng: random.Random, added: list[str], texts: Texts) -> None:
+    async with Client(url, timeout=60) as client:
+        while time.monotonic() < until:
+            if rng.random() < add_share:
+                tool = "add_memory"
+                args = {"text": texts.next_doc()}
+            else:
+                tool = "search_memory"
+                args = {"query": rng.choice(texts.claims), "limit": 10}
+            started = time.perf_counter()
+            try:
+                result = await client.call_tool(tool, args, raise_on_error=False)
+            except Exception as exc:  # transport failure: an error the client saw
+                phase.errors[tool].append(f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            elapsed = time.perf_counter() - started
+            if result.is_error:
+                phase.errors[tool].append(result.content[0].text[:200])
+            else:
+                phase.latency[tool].append(elapsed)
+                if tool == "add_memory":
+                    added.append(result.data["task_id"])
+
+
+async def run_phase(url: str, name: str, clients: int, seconds: float, add_share: float,
+                    seed: int, added: list[str], texts: Texts) -> Phase:
+    phase = Phase(name)
+    until = time.monotonic() + seconds
+    started = time.monotonic()
+    await asyncio.gather(*(client_loop(url, phase, until, add_share,
+                                       random.Random(seed * 1000 + i), added, texts)
+                           for i in range(clients)))
+    phase.seconds = time.monotonic() - started
+    return phase
+
+
+async def wait_searchable(url: str, task_ids: list[str], timeout: float = 1800) -> dict:
+    """Every accepted add until done; counts by final state and the time it took."""
+    started = time.monotonic()
+    states: dict[str, int] = defaultdict(int)
+    async with Client(url, timeout=60) as client:
+        pending = list(task_ids)
+        while pending and time.monotonic() - started < timeout:
+            still = []
+            for task_id in pending:
+                state = (await client.call_tool("graph_status", {"task_id": task_id})).data[
+                    "state"]
+                if state in ("queued", "running"):
+                    still.append(task_id)
+                else:
+                    states[state] += 1
+            pending = still
+            if pending:
+                await asyncio.sleep(1)
+        states["unfinished"] = len(pending)
+    return {"states": dict(states), "drain_s": round(time.monotonic() - started, 1)}
+
+
+async def wait_idle(url: str) -> None:
+    """Until no job is queued or running (entity extraction goes on after ingest)."""
+    async with Client(url, timeout=60) as client:
+        while True:
+            stats = (await client.call_tool("get_stats", {})).data
+            if stats["queue_depth"] == 0 and not stats["tasks"].get("running"):
+                return
+            await asyncio.sleep(1)
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    texts = Texts(args.seed)
+    with tempfile.TemporaryDirectory(prefix="zapomni-load-") as data:
+        stack = Stack(Path(data))
+        stack.start(workers=2)
+        try:
+            warm: list[str] = []
+            # something to find, and every process warmed up, before measuring
+            await run_phase(stack.url, "warm-up", 10, 3, 1.0, args.seed + 1, warm, texts)
+            await wait_searchable(stack.url, warm)
+            await wait_idle(stack.url)
+            single = await run_phase(stack.url, "one client", 1, 10, 0.0, args.seed + 3, [],
+                                     texts)
+            idle = await run_phase(stack.url, "idle", args.clients, args.seconds / 4, 0.0,
+                                   args.seed + 2, [], texts)
+            added: list[str] = []
+            busy = await run_phase(stack.url, "mixed", args.clients, args.seconds,
+                                   args.add_share, args.seed, added, texts)
+            after = await wait_searchable(stack.url, added)
+            await wait_idle(stack.url)
+            settled = await run_phase(stack.url, "idle after", args.clients, args.seconds / 4,
+                                      0.0, args.seed + 4, [], texts)
+        finally:
+            stack.stop()
+    rows = [single.row("search_memory"), idle.row("search_memory"), busy.row("add_memory"),
+            busy.row("search_memory"), settled.row("search_memory")]
+    # the corpus grows during the mixed phase: compare with the idle phases before and after
+    ratio = {"before": round(rows[3]["p95_ms"] / rows[1]["p95_ms"], 2),
+             "after": round(rows[3]["p95_ms"] / rows[4]["p95_ms"], 2)}
+    errors = {f"{p.name}:{tool}": e[:5] for p in (single, idle, busy, settled)
+              for tool, e in p.errors.items() if e}
+    return {"clients": args.clients, "seconds": args.seconds, "add_share": args.add_share,
+            "rows": rows, "search_p95_busy_over_idle": ratio,
+            "accepted_adds": len(added), "after": after, "error_examples": errors}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--add-share", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    result = asyncio.run(main_async(args))
+    header = list(result["rows"][0])
+    print(" | ".join(header))
+    for row in result["rows"]:
+        print(" | ".join(str(row[h]) for h in header))
+    for key in ("search_p95_busy_over_idle", "accepted_adds", "after", "error_examples"):
+        print(f"{key}: {result[key]}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "load.json").write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
