@@ -178,7 +178,9 @@ async def produce(front: Front, texts: list[str], tally: Tally, receipts: dict[i
     async def one(i: int) -> None:
         while True:
             try:
-                receipts[i] = await ops.add_memory(front, decode_add_memory(texts[i], None, None))
+                memory = decode_add_memory(texts[i], None, None)
+                await ops.check_capacity(front)  # as the add_memory tool does
+                receipts[i] = await ops.add_memory(front, memory)
                 tally.adds += 1
                 return
             except (Unavailable, Overloaded) as exc:
