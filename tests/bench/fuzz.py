@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
+    logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # it logs every refused call
     with falkordb_process() as url:
         settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                      query_url=f"http://127.0.0.1:{free_port()}")
