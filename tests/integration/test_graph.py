@@ -18,6 +18,7 @@ from shared.messages import BuildGraph, MemoryRef
 from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import broken, query, stored
+from tests.support.mcp import call
 from tests.support.workers import add_text, run_workers
 
 BRIDGE = [
@@ -34,10 +35,6 @@ def letters(count: int) -> list[str]:
     """Short texts naming two people and a city each: many entities, many relations."""
     return [f"In {1900 + i}, {PEOPLE[i % 10]} met {PEOPLE[(i * 3 + 1) % 10]} in "
             f"{CITIES[i % 6]} to talk about letter number {i}." for i in range(count)]
-
-
-async def call(client: Client, tool: str, **arguments):
-    return (await client.call_tool(tool, arguments)).data
 
 
 @pytest.fixture

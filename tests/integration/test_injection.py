@@ -11,6 +11,7 @@ from fastmcp import Client
 
 from services.mcp.server import build_server
 from tests.support.graph import broken, stored
+from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 
 CYPHER = "x'}) MATCH (n) DETACH DELETE n //"
@@ -25,16 +26,6 @@ HOSTILE_META = {"tags": [CYPHER, REDISEARCH, "plain"], "source": CYPHER,
 async def client(settings, query_service):
     async with Client(build_server(settings)) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments):
-    return (await client.call_tool(tool, arguments)).data
-
-
-async def error(client: Client, tool: str, **arguments) -> str:
-    result = await client.call_tool(tool, arguments, raise_on_error=False)
-    assert result.is_error
-    return result.content[0].text
 
 
 async def test_hostile_syntax_in_every_field_is_plain_text(client, settings):

@@ -12,21 +12,12 @@ from services.mcp.server import build_server
 from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support.graph import stored
+from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
          "get_entity"}
-
-
-async def call(client: Client, tool: str, **arguments):
-    return (await client.call_tool(tool, arguments)).data
-
-
-async def error(client: Client, tool: str, **arguments) -> str:
-    result = await client.call_tool(tool, arguments, raise_on_error=False)
-    assert result.is_error
-    return result.content[0].text
 
 
 async def nothing_queued(aredis, settings: Settings) -> bool:
