@@ -44,7 +44,13 @@ from services.mcp import front as ops
 from services.mcp.forward import QueryClient
 from services.mcp.front import Front
 from services.query.app import build_app
-from services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from services.stack.falkordb import (
+    ensure_binaries,
+    free_port,
+    start_server,
+    stop_process,
+    wait_for_server,
+)
 from shared import tasks
 from shared.chunking import Chunker, chunk_budget
 from shared.errors import Overloaded, Unavailable
@@ -98,8 +104,6 @@ class Server:
         if self.module:
             self.process = start_server(binaries, self.port, self.data, persistent=True)
             return
-        from services.stack.falkordb import wait_for_server
-
         self.data.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [str(binaries[0]), "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
