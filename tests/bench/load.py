@@ -48,6 +48,7 @@ class Texts:
         self.docs = [f"{d['title']}\n\n{d['text']}" for d in scifact("corpus.jsonl")]
         random.Random(seed).shuffle(self.docs)
         self.claims = [q["text"] for q in scifact("queries.jsonl")]
+        self.add_namespace = "default"  # where the mixed phase adds (searches ask "default")
 
     def next_doc(self) -> str:
         return self.docs.pop()
@@ -74,7 +75,7 @@ async def client_loop(url: str, phase: Phase, until: float, add_share: float,
         while time.monotonic() < until:
             if rng.random() < add_share:
                 tool = "add_memory"
-                args = {"text": texts.next_doc()}
+                args = {"text": texts.next_doc(), "namespace": texts.add_namespace}
             else:
                 tool = "search_memory"
                 args = {"query": rng.choice(texts.claims), "limit": 10}
@@ -153,6 +154,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             idle = await run_phase(stack.url, "idle", args.clients, args.seconds / 4, 0.0,
                                    args.seed + 2, [], texts)
             added: list[str] = []
+            texts.add_namespace = args.add_namespace
             busy = await run_phase(stack.url, "mixed", args.clients, args.seconds,
                                    args.add_share, args.seed, added, texts)
             after = await wait_searchable(stack.url, added)
@@ -169,6 +171,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     errors = {f"{p.name}:{tool}": e[:5] for p in (single, idle, busy, settled)
               for tool, e in p.errors.items() if e}
     return {"clients": args.clients, "seconds": args.seconds, "add_share": args.add_share,
+            "add_namespace": args.add_namespace,
             "rows": rows, "search_p95_busy_over_idle": ratio,
             "accepted_adds": len(added), "after": after, "error_examples": errors}
 
@@ -178,6 +181,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--add-share", type=float, default=0.3)
+    parser.add_argument("--add-namespace", default="default",
+                        help="where the mixed phase adds; another than the searched one "
+                             "separates FalkorDB's per-graph locking from CPU contention")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
