@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
 import shutil
 import signal
@@ -60,6 +59,7 @@ from shared.validation import decode_add_memory, decode_search
 from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import broken, query, stored
 from tests.support.servers import ThreadedServer
+from tests.support.workers import WorkerPool
 from workers.lease import lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,35 +118,6 @@ class Server:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.data, ignore_errors=True)
-
-
-class Workers:
-    """``zapomni-worker`` processes that the campaign can kill and replace."""
-
-    def __init__(self, settings: Settings, log: Path) -> None:
-        self.env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0"}
-        self.log = log.open("ab")
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "workers"], env=self.env,
-                                stdout=self.log, stderr=self.log)
-        self.procs.append(proc)
-        return proc
-
-    def live(self) -> list[subprocess.Popen]:
-        return [p for p in self.procs if p.poll() is None]
-
-    def close(self) -> None:
-        for proc in self.live():
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.log.close()
 
 
 def worker_id(proc: subprocess.Popen) -> str:
@@ -244,7 +215,7 @@ async def watch_queue(client: redis.asyncio.Redis, settings: Settings, tally: Ta
         await asyncio.sleep(0.2)
 
 
-async def kill_loop(pool: Workers, client: redis.asyncio.Redis, queue: str, tally: Tally,
+async def kill_loop(pool: WorkerPool, client: redis.asyncio.Redis, queue: str, tally: Tally,
                     stop: asyncio.Event, rng: random.Random) -> None:
     """Every 2-4 s: SIGKILL a random worker, start another, and time how long the jobs it
     held stay stuck (until another worker claims them)."""
@@ -399,7 +370,8 @@ async def run(args: argparse.Namespace, settings: Settings, texts: list[str],
     front = Front(settings)
     tally, receipts, stop = Tally(), {}, asyncio.Event()
     rng = random.Random(args.seed)
-    pool = Workers(settings, RESULTS / f"chaos-{args.fault}.log")
+    log = (RESULTS / f"chaos-{args.fault}.log").open("ab")
+    pool = WorkerPool(settings, log)
     started = time.monotonic()
     if args.fault != "flood":  # a flood fills the queue before any worker takes from it
         for _ in range(args.workers):
@@ -429,6 +401,7 @@ async def run(args: argparse.Namespace, settings: Settings, texts: list[str],
         stop.set()
         await asyncio.gather(*loops, return_exceptions=True)
         pool.close()
+        log.close()
         await front.aclose()
     checks = await final_counts(settings, texts, receipts)
     await client.aclose()

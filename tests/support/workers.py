@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from redis.asyncio import Redis
 
@@ -56,29 +56,50 @@ async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
                 await asyncio.sleep(0.1)
 
 
+class WorkerPool:
+    """Real ``python -m workers`` processes with these settings (metrics off unless a port is
+    given), their output in one file; processes can be started, killed and replaced."""
+
+    def __init__(self, settings: Settings, out: IO[bytes], **env: str) -> None:
+        self.env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0", **env}
+        self.out = out
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, metrics_port: int | None = None) -> subprocess.Popen:
+        env = self.env if metrics_port is None else {
+            **self.env, "ZAPOMNI_WORKER_METRICS_PORT": str(metrics_port)}
+        proc = subprocess.Popen([sys.executable, "-m", "workers"], stdout=self.out,
+                                stderr=self.out, env=env)
+        self.procs.append(proc)
+        return proc
+
+    def live(self) -> list[subprocess.Popen]:
+        return [p for p in self.procs if p.poll() is None]
+
+    def close(self) -> None:
+        """SIGTERM all, then kill any that did not stop within 30 s: a worker left behind
+        would take the next test's jobs."""
+        for proc in self.live():
+            proc.terminate()
+        try:
+            for proc in self.procs:
+                proc.wait(30)
+        finally:
+            for proc in self.live():
+                proc.kill()
+                proc.wait()
+
+
 @contextmanager
 def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int] | None = None,
                      log_path: Path | None = None,
                      **env: str) -> Iterator[list[subprocess.Popen]]:
-    """``count`` real ``python -m workers`` processes with these settings (metrics off unless
-    ports are given), their output in ``log_path`` or a temporary file; ended on exit."""
-    base = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0", **env}
+    """``count`` worker processes (a WorkerPool), their output in ``log_path`` or a temporary
+    file; ended on exit."""
     with (log_path.open("ab") if log_path else tempfile.TemporaryFile()) as out:
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "workers"], stdout=out, stderr=out,
-            env={**base, **({"ZAPOMNI_WORKER_METRICS_PORT": str(metrics_ports[i])}
-                            if metrics_ports else {})})
-            for i in range(count)]
+        pool = WorkerPool(settings, out, **env)
         try:
-            yield procs
+            yield [pool.start(metrics_ports[i] if metrics_ports else None)
+                   for i in range(count)]
         finally:
-            for proc in procs:
-                proc.terminate()
-            try:
-                for proc in procs:
-                    proc.wait(30)
-            finally:  # never leave a worker behind to take the next test's jobs
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
+            pool.close()
