@@ -13,6 +13,7 @@ import numpy as np
 
 from shared import metrics
 from shared.errors import EmbeddingRejected, EmbeddingUnavailable
+from shared.tls import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class OllamaEmbedder:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             limits=httpx.Limits(max_connections=concurrency,
                                 max_keepalive_connections=concurrency),
+            verify=tls_context(),
         )
         self._dim: int | None = None
 

@@ -9,6 +9,7 @@ import msgspec
 
 from shared.errors import ERROR_KINDS, Unavailable, ZapomniError
 from shared.messages import ErrorBody
+from shared.tls import tls_context
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
@@ -18,7 +19,8 @@ class QueryClient:
     def __init__(self, base_url: str, timeout: float) -> None:
         self._timeout = timeout
         self._client = httpx.AsyncClient(
-            base_url=base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)))
+            base_url=base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+            verify=tls_context())
 
     async def aclose(self) -> None:
         await self._client.aclose()
