@@ -86,6 +86,19 @@ async def test_missing_model_says_to_pull_it(fake_ollama):
     assert fake_ollama.requests == 1  # a 4xx is not retried
 
 
+@pytest.mark.parametrize("body", [b'{"model": "m"}', b'{"embeddings": [[0.1, 0.2]]}',
+                                  b'{"embeddings": "no"}', b"not json"])
+async def test_an_answer_without_one_vector_per_text_is_refused(fake_ollama, body):
+    fake_ollama.body = body
+    embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", batch=2)
+    try:
+        with pytest.raises(EmbeddingRejected) as info:
+            await embedder.embed(["one", "two"])
+    finally:
+        await embedder.aclose()
+    assert "is 'nomic-embed-text' an embedding model?" in info.value.message
+
+
 async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis):
     """503s, then an Ollama that accepts requests and never answers, then one that works:
     the task waits, says why, stores nothing meanwhile, and finishes."""

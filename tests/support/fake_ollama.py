@@ -36,6 +36,7 @@ class FakeOllama:
         self.latency = 0.0
         self.fail_statuses: list[int] = []  # returned by the next requests, in order
         self.hang = False  # accept the request and never answer
+        self.body: bytes | None = None  # answer 200 with this instead of embeddings
         self.requests = 0
         self.texts = 0
         self.in_flight = 0
@@ -64,6 +65,8 @@ class FakeOllama:
                 return JSONResponse(
                     {"error": f"model \"{body.get('model')}\" not found, try pulling it first"},
                     status_code=404)
+            if self.body is not None:
+                return Response(self.body, media_type="application/json")
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             self.texts += len(texts)
             payload = {"model": body["model"], "embeddings": self.vectors(texts)}
