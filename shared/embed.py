@@ -11,12 +11,15 @@ import contextlib
 import hashlib
 from typing import Protocol
 
+import msgspec
 import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared import metrics
 from shared.settings import Settings
+
+_encode_json = msgspec.json.Encoder().encode
 
 
 class Embedder(Protocol):
@@ -48,10 +51,28 @@ def make_embedder(settings: Settings) -> Embedder:
     return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.embed_batch)
 
 
-def to_params(vectors: np.ndarray) -> list[list[float]]:
-    """Vectors as query parameters: the FalkorDB client sends parameters as Cypher text, so
-    round to float32-level precision first (half the text, same vector once stored as vecf32)."""
-    return np.round(vectors.astype(np.float64), 7).tolist()
+class VectorLiteral:
+    """A vector rendered once as Cypher list text. The FalkorDB client writes parameters into
+    the query as text, number by number in Python (0.58 ms per 384-d vector here); msgspec
+    writes the same shortest round-trip digits in C (0.1 ms). The client renders a value of
+    a type it does not know with ``str()``, which is this text."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[VectorLiteral]:
+    """Vectors as query parameters, rounded to float32-level precision first (7 decimals:
+    a shorter text, the same vector once stored as vecf32); ``None`` keeps every digit."""
+    values = vectors.astype(np.float64)
+    if decimals is not None:
+        values = np.round(values, decimals)
+    return [VectorLiteral(_encode_json(row).decode()) for row in values.tolist()]
 
 
 class CachedEmbedder:

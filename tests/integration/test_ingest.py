@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import numpy as np
 import pytest
 from redis.asyncio import Redis
 
@@ -62,6 +63,9 @@ async def test_small_memory_becomes_one_searchable_chunk(settings, front, aredis
     assert text == chunk == "The capital of Australia is Canberra, not Sydney."
     assert (tags, source, msgspec.json.decode(metadata)) == (["geo"], "atlas", {"page": 12})
     assert (start, end, len(vector)) == (0, len(text), 384)
+    # what the model gives for the chunk, to float32 precision (sent rounded to 7 decimals)
+    expected = OnnxEmbedder().embed_sync([chunk])[0]
+    assert np.max(np.abs(np.array(vector) - expected)) < 1e-6
 
     hits = await search(settings, "Which city is Australia's capital?")
     assert hits[0].memory_id == receipt.memory_id and hits[0].score > 0.5
