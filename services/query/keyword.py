@@ -4,6 +4,7 @@ and is sent to FalkorDB's full-text index (RediSearch syntax) on its own, so `*`
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -31,6 +32,7 @@ def terms(text: str) -> list[str]:
 
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light English suffix stripper, enough to count "directors" as "director" when
     scoring (FalkorDB's index matches stems, so candidates arrive with such variants)."""
@@ -46,10 +48,15 @@ def idf(total: int, df: int) -> float:
     return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
-def bm25(text: str, idf: dict[str, float], avgdl: float, k1: float = 0.9,
+def tokenize(text: str) -> list[str]:
+    """A chunk's words as BM25 counts them: lower case, stemmed."""
+    return [stem(w) for w in WORD.findall(text.lower())]
+
+
+def bm25(tokens: list[str], idf: dict[str, float], avgdl: float, k1: float = 0.9,
          b: float = 0.4) -> float:
-    """BM25 of one chunk for the query terms in ``idf`` (keys already stemmed)."""
-    tokens = [stem(w) for w in WORD.findall(text.lower())]
+    """BM25 of one chunk (its ``tokenize``d words) for the query terms in ``idf`` (keys
+    already stemmed)."""
     counts: dict[str, int] = {}
     for token in tokens:
         if token in idf:

@@ -15,7 +15,6 @@ import hashlib
 import logging
 import statistics
 import time
-from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +26,7 @@ from redis.asyncio import Redis
 
 from services.query.entities import graph_signal, passage_entities
 from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
-from services.query.keyword import WORD, bm25, idf, stem, terms
+from services.query.keyword import bm25, idf, stem, terms, tokenize
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, meta_pair, run
@@ -37,8 +36,7 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
 MAX_CANDIDATES = 1000
-RESCORE_POOL = 200  # full-text candidates re-scored with BM25
-MAX_POSTINGS = 20_000  # chunks one term may bring; more only for words in most chunks
+RESCORE_POOL = 200  # full-text candidates re-scored with BM25 (at least; more for deep asks)
 QUERY_CACHE_TTL = 7 * 86400
 GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
 Ranked = list[tuple[list[Any], float]]
@@ -98,10 +96,12 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
-    names = await passage_entities(graph, [c.row[1] for c in kept])
+    names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
+                                         memory_fields(graph, [c.memory_id for c in kept]))
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
-    return msgspec.structs.replace(empty, results=[shape_hit(c, names.get(c.row[1], []))
-                                                   for c in kept])
+    return msgspec.structs.replace(empty, results=[
+        shape_hit(c, fields[c.memory_id], names.get(c.row[1], []))
+        for c in kept if c.memory_id in fields])
 
 
 def fuse(ranked: dict[str, Ranked], weights: dict[str, float],
@@ -133,33 +133,44 @@ async def count_chunks(graph: AsyncGraph) -> int:
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
                          params: dict[str, Any]) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
-    (a normalised term frequency). Terms go one per query, in parallel; a term's document
-    frequency is how many chunks (passing the filters) it matched."""
+    (a normalised term frequency), then re-scored with BM25. A term's document frequency is
+    how many chunks (passing the filters) it matches."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    postings = await asyncio.gather(*(
-        run(graph, cypher.KEYWORD_TERM, {**params, "term": word, "postings": MAX_POSTINGS},
-            read_only=True) for word in words))
-    total = await count_chunks(graph)
-    scores: dict[str, float] = defaultdict(float)
-    for rows in postings:
-        weight = idf(total, len(rows))
-        for chunk_id, term_score in rows:
-            scores[chunk_id] += weight * float(term_score)
-    pool = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    pool = pool[:max(params["depth"], RESCORE_POOL)]
-    if not pool:
+    filtered = request.filters.active
+    counted, total = await asyncio.gather(
+        run(graph, cypher.KEYWORD_DF if filtered else cypher.KEYWORD_DF_ALL,
+            {**params, "terms": words}, read_only=True),
+        count_chunks(graph))
+    df = {term: int(count) for term, count in counted}
+    weighted = [[w, idf(total, df[w])] for w in words if df.get(w)]
+    if not weighted:
         return []
-    rows = await run(graph, cypher.HITS_BY_ID, {"ids": [chunk_id for chunk_id, _ in pool]},
+    pool = max(params["depth"], RESCORE_POOL)
+    rows = await run(graph, cypher.KEYWORD_POOL if filtered else cypher.KEYWORD_POOL_ALL,
+                     {**params, "weighted": weighted, "pool": pool, "over": 2 * pool},
                      read_only=True)
+    if not rows:
+        return []
     # BM25 over the pool: term frequency saturates and long chunks are normalised, which
     # FalkorDB's score does not do
-    weights = {stem(w): idf(total, len(p)) for w, p in zip(words, postings, strict=True)}
-    avgdl = statistics.fmean(len(WORD.findall(row[2])) for row in rows) if rows else 1.0
-    rescored = sorted(((row, bm25(row[2], weights, avgdl)) for row in rows),
+    weights = {stem(w): idf(total, df.get(w, 0)) for w in words}
+    tokens = [tokenize(row[2]) for row in rows]
+    avgdl = statistics.fmean(map(len, tokens))
+    rescored = sorted(((row, bm25(words_of, weights, avgdl))
+                       for row, words_of in zip(rows, tokens, strict=True)),
                       key=lambda item: (-item[1], item[0][1]))
     return rescored[:params["depth"]]
+
+
+async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, list[Any]]:
+    """Tags, source, metadata and time of the memories of the kept hits."""
+    if not memory_ids:
+        return {}
+    rows = await run(graph, cypher.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))},
+                     read_only=True)
+    return {row[0]: row[1:] for row in rows}
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
@@ -180,8 +191,10 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
     return vector
 
 
-def shape_hit(candidate: Candidate, entities: list[str] | None = None) -> SearchHit:
-    memory_id, chunk_id, text, _, start, end, tags, source, metadata, created = candidate.row
+def shape_hit(candidate: Candidate, fields: list[Any],
+              entities: list[str] | None = None) -> SearchHit:
+    memory_id, chunk_id, text, _, start, end = candidate.row
+    tags, source, metadata, created = fields
     return SearchHit(
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),

@@ -7,12 +7,12 @@ from workers.store import meta_pairs as stored_pairs
 
 
 def row(memory: str, idx: int, start: int = 0, end: int = 10, score: float = 0.0) -> list:
-    return [memory, f"{memory}:{idx}", f"text {idx}", score, start, end, ["t"], "src",
-            '{"page": 2}', 1767225600.0]
+    return [memory, f"{memory}:{idx}", f"text {idx}", score, start, end]
 
 
 def test_hit_from_a_candidate():
-    hit = shape_hit(single("vector", [(row("m", 0), 0.75)])[0])
+    fields = [["t"], "src", '{"page": 2}', 1767225600.0]  # of the memory, fetched for hits
+    hit = shape_hit(single("vector", [(row("m", 0), 0.75)])[0], fields)
     assert hit.score == 0.75 and hit.why["vector"].rank == 1
     assert hit.metadata == {"page": 2} and hit.tags == ["t"] and hit.source == "src"
     assert hit.created_at == "2026-01-01T00:00:00+00:00" and hit.also_matched == 0
@@ -102,15 +102,15 @@ def test_metadata_filters_match_what_workers_store():
 
 
 def test_bm25_saturates_and_normalises_length():
-    from services.query.keyword import bm25, stem
+    from services.query.keyword import bm25, stem, tokenize
 
     assert [stem(w) for w in ("directors", "studies", "glass", "running", "cat")] == \
         ["director", "study", "glass", "runn", "cat"]
     idf = {"lighthouse": 2.0, "storm": 1.0}
-    once = bm25("The lighthouse stood.", idf, avgdl=3)
-    thrice = bm25("Lighthouse lighthouse lighthouse stood.", idf, avgdl=3)
+    once = bm25(tokenize("The lighthouse stood."), idf, avgdl=3)
+    thrice = bm25(tokenize("Lighthouse lighthouse lighthouse stood."), idf, avgdl=3)
     assert 0 < once < thrice < 3 * once  # more occurrences help, with diminishing returns
-    short = bm25("lighthouse storm", idf, avgdl=10)
-    padded = bm25("lighthouse storm " + "filler " * 40, idf, avgdl=10)
+    short = bm25(tokenize("lighthouse storm"), idf, avgdl=10)
+    padded = bm25(tokenize("lighthouse storm " + "filler " * 40), idf, avgdl=10)
     assert short > padded  # the same matches in a longer chunk count for less
-    assert bm25("nothing relevant here", idf, avgdl=3) == 0
+    assert bm25(tokenize("nothing relevant here"), idf, avgdl=3) == 0
