@@ -144,7 +144,8 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
             {**params, "terms": words}, read_only=True),
         count_chunks(graph))
     df = {term: int(count) for term, count in counted}
-    weighted = [[w, idf(total, df[w])] for w in words if df.get(w)]
+    rarity = {w: idf(total, df.get(w, 0)) for w in words}
+    weighted = [[w, rarity[w]] for w in words if df.get(w)]
     if not weighted:
         return []
     pool = max(params["depth"], RESCORE_POOL)
@@ -155,7 +156,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
         return []
     # BM25 over the pool: term frequency saturates and long chunks are normalised, which
     # FalkorDB's score does not do
-    weights = {stem(w): idf(total, df.get(w, 0)) for w in words}
+    weights = {stem(w): weight for w, weight in rarity.items()}
     tokens = [tokenize(row[2]) for row in rows]
     avgdl = statistics.fmean(map(len, tokens))
     rescored = sorted(((row, bm25(words_of, weights, avgdl))
