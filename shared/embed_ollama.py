@@ -8,7 +8,7 @@ import asyncio
 import logging
 import random
 
-import httpx
+import httpx2
 import msgspec
 import numpy as np
 
@@ -31,7 +31,7 @@ _decode_response = msgspec.json.Decoder(EmbedResponse).decode
 
 def _public(url: str) -> str:
     """The URL without credentials, for messages."""
-    u = httpx.URL(url)
+    u = httpx2.URL(url)
     return str(u.copy_with(username=None, password=None)).rstrip("/")
 
 
@@ -52,10 +52,10 @@ class OllamaEmbedder:
         self._batch = max(1, batch)
         self._retries = retries
         self._sem = asyncio.Semaphore(concurrency)
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             base_url=url,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            limits=httpx.Limits(max_connections=concurrency,
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
+            limits=httpx2.Limits(max_connections=concurrency,
                                 max_keepalive_connections=concurrency),
             verify=tls_context(),
         )
@@ -110,10 +110,10 @@ class OllamaEmbedder:
                 await asyncio.sleep(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
             try:
                 response = await self._client.post("/api/embed", json=payload)
-            except httpx.TimeoutException:
+            except httpx2.TimeoutException:
                 reason = "timed out"
                 continue
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 reason = f"cannot connect ({type(exc).__name__})"
                 continue
             if response.status_code >= 500:
@@ -128,7 +128,7 @@ class OllamaEmbedder:
             f"{self._retries + 1} attempts; the job will retry"
         )
 
-    def _rejected(self, response: httpx.Response) -> EmbeddingRejected:
+    def _rejected(self, response: httpx2.Response) -> EmbeddingRejected:
         try:
             detail = str(response.json().get("error", ""))[:200]
         except ValueError:

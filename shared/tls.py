@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools
 import ssl
 
-import httpx
+import httpx2
 
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()

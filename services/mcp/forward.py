@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import httpx
+import httpx2
 import msgspec
 
 from shared.errors import ERROR_KINDS, Unavailable, ZapomniError
@@ -18,8 +18,8 @@ _encode = msgspec.json.Encoder().encode
 class QueryClient:
     def __init__(self, base_url: str, timeout: float) -> None:
         self._timeout = timeout
-        self._client = httpx.AsyncClient(
-            base_url=base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+        self._client = httpx2.AsyncClient(
+            base_url=base_url, timeout=httpx2.Timeout(timeout, connect=min(timeout, 3.0)),
             verify=tls_context())
 
     async def aclose(self) -> None:
@@ -28,17 +28,17 @@ class QueryClient:
     async def healthy(self) -> bool:
         try:
             return (await self._client.get("/healthz")).status_code == 200
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             return False
 
     async def call(self, path: str, body: msgspec.Struct, kind: type[T]) -> T:
         try:
             response = await self._client.post(
                 path, content=_encode(body), headers={"content-type": "application/json"})
-        except httpx.TimeoutException:
+        except httpx2.TimeoutException:
             raise Unavailable(f"the query service did not answer within {self._timeout:g}s; "
                               "retry in a few seconds") from None
-        except httpx.TransportError:
+        except httpx2.TransportError:
             raise Unavailable("the query service is unreachable (is zapomni-query running?); "
                               "retry in a few seconds") from None
         if response.status_code == 200:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from services.stack.falkordb import (
     default_dir,
@@ -71,9 +71,9 @@ def wait_http(url: str, child: Child, timeout: float = 120.0) -> None:
             raise SystemExit(f"zapomni: {child.name} exited during start-up; see "
                              f"{child.log_path}")
         try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
+            if httpx2.get(url, timeout=1.0).status_code == 200:
                 return
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             pass
         time.sleep(0.2)
     raise SystemExit(f"zapomni: {child.name} did not become ready within {timeout:.0f}s")

@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 import redis.asyncio
 from fastmcp import Client
@@ -62,7 +62,7 @@ async def sink(request: Request) -> Response:
 async def add_latency(url: str, sink_url: str, size: int, count: int) -> dict:
     bodies = texts(size, count)
     adds, floor, steps = [], [], []
-    async with Client(url, timeout=120) as client, httpx.AsyncClient(timeout=120) as http:
+    async with Client(url, timeout=120) as client, httpx2.AsyncClient(timeout=120) as http:
         await client.call_tool("graph_status", {"task_id": "task_" + "0" * 32},
                                raise_on_error=False)  # session warm
         for text in bodies:

@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import msgspec
 import redis.asyncio
 
@@ -88,7 +88,7 @@ async def build(settings: Settings, workers: int) -> dict:
             "entities": record.entities, "relations": record.relations}
 
 
-async def latencies(http: httpx.AsyncClient, queries: list, until=None) -> list[float]:
+async def latencies(http: httpx2.AsyncClient, queries: list, until=None) -> list[float]:
     """Hybrid searches, once over the queries, or round and round until ``until`` is set."""
     out = []
     while True:
@@ -106,7 +106,7 @@ async def latencies(http: httpx.AsyncClient, queries: list, until=None) -> list[
             return out
 
 
-async def search_during_build(settings: Settings, http: httpx.AsyncClient,
+async def search_during_build(settings: Settings, http: httpx2.AsyncClient,
                               queries: list) -> dict:
     await latencies(http, queries[:20])  # warm the query-embedding cache
     idle = await latencies(http, queries)
@@ -144,7 +144,7 @@ async def run(args: argparse.Namespace, url: str) -> dict:
         result["build"].append(await build(settings, workers))
         print(json.dumps(result["build"][-1]), flush=True)
     with ThreadedServer(build_app(settings), port=query_port) as server:
-        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+        async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http:
             result["search"] = await search_during_build(settings, http,
                                                          queries[:args.queries])
     print(json.dumps(result["search"]), flush=True)

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpx2
 import msgspec
 import redis.asyncio
 
@@ -187,7 +187,7 @@ async def ingest(settings: Settings, docs: list[Doc],
     return owners, searchable, time.perf_counter() - started
 
 
-async def search_all(http: httpx.AsyncClient, queries: list[Query], mode: str,
+async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
                      owners: dict) -> tuple[list[list[str]], list[float], list[list[float]]]:
     ranked, latencies, scores = [], [], []
     for q in queries:
@@ -235,8 +235,8 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     plain = msgspec.structs.replace(settings, weight_graph=0.0)
     with ThreadedServer(build_app(settings), port=query_port) as server, \
             ThreadedServer(build_app(plain), port=free_port()) as no_graph:
-        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http, \
-                httpx.AsyncClient(base_url=no_graph.url, timeout=60) as http_no_graph:
+        async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http, \
+                httpx2.AsyncClient(base_url=no_graph.url, timeout=60) as http_no_graph:
             for name in args.datasets:
                 docs, queries = LOADERS[name]()
                 owners, seconds, graphed = await ingest(settings, docs, args.workers)

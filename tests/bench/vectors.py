@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 from fastmcp import Client
 
@@ -133,7 +133,7 @@ def numpy_exact(stored: np.ndarray, queries: np.ndarray) -> dict:
 
 
 async def search_service(url: str, texts: list[str], mode: str) -> dict:
-    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with httpx2.AsyncClient(base_url=url, timeout=60) as http:
         for text in texts:  # the first ask embeds and caches the query
             (await http.post("/v1/search", json={"query": text, "mode": mode})).raise_for_status()
         times = []

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from fastmcp import Client
 
@@ -99,7 +99,7 @@ async def test_four_workers_on_one_machine(stack):
         stats = (await client.call_tool("get_stats", {})).data
     assert stats["workers_alive"] == 4
     base = stack.ports["--metrics-port"]
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient() as http:
         for i in range(4):
             worker = await http.get(f"http://127.0.0.1:{base + i}/metrics")
             assert worker.status_code == 200 and "zapomni_jobs_total" in worker.text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 import msgspec
 from fastmcp import Client
 
@@ -20,7 +20,7 @@ async def test_a_token_is_required_when_configured(settings, query_service):
     settings = msgspec.structs.replace(settings, mcp_token=token)
     with ThreadedServer(http_app(settings)) as server:
         url = f"{server.url}/mcp"
-        async with httpx.AsyncClient() as http:
+        async with httpx2.AsyncClient() as http:
             anonymous = await http.post(url, json=INITIALIZE, headers=HEADERS)
             wrong = await http.post(url, json=INITIALIZE,
                                     headers={**HEADERS, "authorization": "Bearer wrong"})
@@ -48,7 +48,7 @@ async def test_jwts_from_an_identity_provider_are_verified(settings, query_servi
                                             expires_in_seconds=-60)}
     with ThreadedServer(http_app(settings)) as server:
         url = f"{server.url}/mcp"
-        async with httpx.AsyncClient() as http:
+        async with httpx2.AsyncClient() as http:
             refused = {name: (await http.post(url, json=INITIALIZE, headers={
                 **HEADERS, "authorization": f"Bearer {token}"})).status_code
                 for name, token in bad.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
+import httpx2
 from fastmcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,7 +28,7 @@ def value(scraped: dict, name: str, **labels) -> float:
 
 
 async def scrape(url: str) -> dict:
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient() as http:
         response = await http.get(url)
     assert response.status_code == 200
     return samples(response.text)
@@ -91,7 +91,7 @@ async def test_metrics_ask_for_the_token_when_one_is_set(settings):
 
     guarded = msgspec.structs.replace(settings, mcp_token="s3cret-s3cret")
     with ThreadedServer(http_app(guarded)) as server:
-        async with httpx.AsyncClient() as http:
+        async with httpx2.AsyncClient() as http:
             anonymous = await http.get(f"{server.url}/metrics")
             allowed = await http.get(f"{server.url}/metrics",
                                      headers={"authorization": "Bearer s3cret-s3cret"})

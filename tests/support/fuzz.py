@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import redis
 from fastmcp import Client
 from hypothesis import strategies as st
@@ -257,12 +257,12 @@ class RawSession:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.http = httpx.AsyncClient(timeout=60, headers={
+        self.http = httpx2.AsyncClient(timeout=60, headers={
             "accept": "application/json, text/event-stream",
             "content-type": "application/json"})
         self.ids = 0
 
-    async def post(self, message: dict[str, Any]) -> httpx.Response:
+    async def post(self, message: dict[str, Any]) -> httpx2.Response:
         # ensure_ascii: lone surrogates go as \ud800 escapes; NaN as the bare word NaN
         body = json.dumps(message, ensure_ascii=True, allow_nan=True)
         response = await self.http.post(self.url, content=body)
