@@ -1,4 +1,4 @@
-"""Ollama embedder: batched ``POST /api/embed`` over one httpx connection pool, at most
+"""Ollama embedder: batched ``POST /api/embed`` over one httpx2 connection pool, at most
 ``concurrency`` (32) requests in flight, retries with backoff on connect errors, timeouts and
 5xx, and a clear error for a model that is not pulled."""
 

@@ -1,4 +1,4 @@
-"""One TLS context per process for every httpx client. httpx builds a new one (loading the CA
+"""One TLS context per process for every httpx2 client. httpx2 builds a new one (loading the CA
 bundle, about 0.1 s of CPU on the event loop) for each client it makes otherwise."""
 
 from __future__ import annotations

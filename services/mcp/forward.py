@@ -1,4 +1,4 @@
-"""The front's client for the query service: msgspec JSON over httpx, errors translated."""
+"""The front's client for the query service: msgspec JSON over httpx2, errors translated."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the Ollama-API test server (tests/support/fake_ollama.py) with injected latency.
                        [--dim 768]
 
 Each of N processes runs the product's OllamaEmbedder (made by make_embedder from the
-settings: 32 in flight, one pooled httpx client) over ``--texts`` chunk-sized texts; the
+settings: 32 in flight, one pooled httpx2 client) over ``--texts`` chunk-sized texts; the
 test server runs in this process. Efficiency per process = its requests/s ÷ (32 / latency),
 the most a process with 32 requests in flight can make. Also the CPU seconds each side
 spent per request, which is what stops the ratio on a small machine. The end-to-end ingest
