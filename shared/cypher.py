@@ -10,6 +10,7 @@ SCHEMA = (
     "CREATE INDEX FOR (m:Memory) ON (m.created_at)",
     "CREATE INDEX FOR (m:Memory) ON (m.source)",
     "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
+    "CREATE INDEX FOR (m:Memory) ON (m.after)",
     "CREATE INDEX FOR (c:Chunk) ON (c.id)",
     "CREATE INDEX FOR (c:Chunk) ON (c.memory_id)",
     "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
@@ -38,7 +39,16 @@ MERGE (m:Memory {id: $id})
 ON CREATE SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
               m.source = $source, m.tags = $tags, m.metadata = $metadata,
               m.meta_kv = $meta_kv, m.created_at = $created_at,
-              m.chunk_count = $chunk_count, m.ready = false
+              m.chunk_count = $chunk_count, m.after = $after, m.ready = false
+"""
+
+# a thread (metadata "thread"): the memory added before this one, and those added after
+# it that a worker wrote first (their m.after names this one)
+LINK_TURN_BEFORE = """
+MATCH (p:Memory {id: $after}) MATCH (m:Memory {id: $id}) MERGE (p)-[:THEN]->(m)
+"""
+LINK_TURN_AFTER = """
+MATCH (m:Memory {id: $id}) MATCH (n:Memory {after: $id}) MERGE (m)-[:THEN]->(n)
 """
 
 MERGE_CHUNKS = """
@@ -187,6 +197,21 @@ KEYWORD_DF_ALL = (
 HITS_BY_ID = (
     "UNWIND $ids AS id MATCH (c:Chunk {id: id}) MATCH (m:Memory)-[:HAS_CHUNK]->(c) "
     "WITH m, c, 0.0 AS score " + _RETURN_HIT
+)
+
+# conversation context: for each candidate's memory, the memories added just before and
+# after it to the same thread (THEN edges; see LINK_TURN_*), and whether it came after.
+# One undirected match: a third less server time than two OPTIONAL MATCHes per id
+CONTEXT_LINKS = """
+UNWIND $ids AS id MATCH (m:Memory {id: id})-[:THEN]-(x:Memory)
+RETURN id, x.id, x.after = id
+"""
+# a neighbour no signal found: its chunk nearest the candidate (the last chunk of the memory
+# before, the first of the one after), if it passes the filters. $wanted: [memory id, last?]
+CONTEXT_HITS = (
+    "UNWIND $wanted AS w MATCH (m:Memory {id: w[0]})-[:HAS_CHUNK]->(c:Chunk) "
+    "WHERE c.idx = CASE WHEN w[1] THEN m.chunk_count - 1 ELSE 0 END AND " + _FILTER
+    + "WITH m, c, 0.0 AS score" + _RETURN_HIT
 )
 
 MEMORY_FIELDS = """

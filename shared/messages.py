@@ -45,6 +45,7 @@ class AddMemory(Base):
     tags: list[Tag] = []
     source: str = ""
     metadata_json: str = "{}"  # the user's other metadata keys, JSON-encoded once
+    thread: str = ""  # metadata "thread": memories of one conversation, in the order added
 
 
 Scalar = str | int | float | bool
@@ -116,6 +117,8 @@ class IngestJob(Base):
     source: str = ""
     metadata_json: str = "{}"
     created_at: float = 0.0
+    thread: str = ""
+    after: str = ""  # the memory added just before this one to the same thread
 
 
 class ChunkSpan(Base):

@@ -81,6 +81,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     weight_vector: float = 1.0
     weight_keyword: float = 1.0
     search_candidates: int = 50  # candidates each signal brings to fusion
+    # memories added one after another to one thread (a conversation) lend each other
+    # this share of their fused score (hybrid, score fusion; 0 turns it off)
+    weight_context: float = 0.5
 
     # knowledge graph: entity extraction after each ingest (except in the listed namespaces)
     graph_auto: bool = True

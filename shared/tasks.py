@@ -4,6 +4,7 @@
     zapomni:tasks:{ns}:{state}      sorted set of task ids by last change, for counts
     zapomni:mem:{ns}:{memory_id}    the ingest task that owns a memory (dedupe of adds)
     zapomni:parts:{task_id}         hash: finished part number -> worker that wrote it
+    zapomni:last:{ns}:{thread hash} the memory added last to that thread (conversation order)
     zapomni:worker:{worker_id}      present while that worker lives (expires WORKER_TTL s)
 
 Every write here is idempotent: a job that runs twice records the same thing twice.
@@ -11,6 +12,7 @@ Every write here is idempotent: a job that runs twice records the same thing twi
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -25,12 +27,17 @@ WORKER_TTL = 15
 
 _CLAIM = """
 local existing = redis.call('GET', KEYS[1])
-if existing then return existing end
+if existing then return {existing, ''} end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], unpack(ARGV, 4))
+redis.call('HSET', KEYS[2], unpack(ARGV, 5))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return false
+local before = ''
+if KEYS[4] then
+  before = redis.call('GETSET', KEYS[4], ARGV[4]) or ''
+  if before == ARGV[4] then before = '' end
+end
+return {'', before}
 """
 
 _RELEASE = """
@@ -55,23 +62,33 @@ def state_key(namespace: str, state: str) -> str:
     return f"zapomni:tasks:{namespace}:{state}"
 
 
+def last_key(namespace: str, thread: str) -> str:
+    return f"zapomni:last:{namespace}:{hashlib.sha256(thread.encode()).hexdigest()[:32]}"
+
+
 def _fields(record: TaskRecord | dict[str, Any]) -> dict[str, str]:
     items = msgspec.structs.asdict(record).items() if isinstance(record, TaskRecord) else \
         record.items()
     return {k: str(v) for k, v in items}
 
 
-async def claim_memory(redis: Redis, record: TaskRecord, ttl: int) -> str | None:
-    """Make ``record`` the task that ingests its memory, atomically. Returns None when claimed,
-    or the id of the task that already owns the memory (the text was added before)."""
+async def claim_memory(redis: Redis, record: TaskRecord, ttl: int,
+                       thread: str = "") -> tuple[str | None, str]:
+    """Make ``record`` the task that ingests its memory, atomically. Returns (None, the
+    memory added just before this one to ``thread``, or "") when claimed, or (the id of
+    the task that already owns the memory, "") when the text was added before. The
+    memories of a thread are thus chained in the order they were added: the turns of a
+    conversation, which search reads with their neighbours."""
     flat = [x for kv in _fields(record).items() for x in kv]
-    existing = await redis.eval(
-        _CLAIM, 3,
-        memory_key(record.namespace, record.memory_id), task_key(record.task_id),
-        state_key(record.namespace, record.state),
-        record.task_id, ttl, record.created_at, *flat,
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id),
+            state_key(record.namespace, record.state)]
+    if thread:
+        keys.append(last_key(record.namespace, thread))
+    existing, before = await redis.eval(
+        _CLAIM, len(keys), *keys,
+        record.task_id, ttl, record.created_at, record.memory_id, *flat,
     )
-    return existing.decode() if isinstance(existing, bytes) else existing
+    return (existing.decode() or None), before.decode()
 
 
 async def release_memory(redis: Redis, namespace: str, memory_id: str, task_id: str) -> None:

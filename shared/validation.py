@@ -146,13 +146,24 @@ def split_metadata(metadata: Any, field: str = "metadata") -> tuple[list[str], s
     return list(dict.fromkeys(tags)), source, _json_encode(rest).decode()
 
 
+def thread_of(metadata: Any, field: str = "metadata") -> str:
+    """The conversation a memory belongs to (metadata "thread"; kept in the metadata too)."""
+    if not isinstance(metadata, dict) or "thread" not in metadata:
+        return ""
+    thread = metadata["thread"]
+    if not isinstance(thread, str) or not 0 < len(thread) <= 512:
+        raise InvalidInput(f"{field}.thread: expected a string of 1-512 characters")
+    return thread
+
+
 def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "") -> AddMemory:
     """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
     ns = check_namespace(namespace)
     text, content_hash = normalise_text(text, f"{where}text")
     tags, source, rest = split_metadata(metadata, f"{where}metadata")
     return AddMemory(text=text, content_hash=content_hash, namespace=ns, tags=tags,
-                     source=source, metadata_json=rest)
+                     source=source, metadata_json=rest,
+                     thread=thread_of(metadata, f"{where}metadata"))
 
 
 def _timestamp(value: Any, field: str) -> float | None:

@@ -44,8 +44,14 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> N
         "id": job.memory_id, "namespace": job.namespace, "content_hash": job.content_hash,
         "text": job.text, "source": job.source, "tags": job.tags,
         "metadata": job.metadata_json, "meta_kv": meta_pairs(job.metadata_json),
-        "created_at": job.created_at, "chunk_count": chunk_count,
+        "created_at": job.created_at, "chunk_count": chunk_count, "after": job.after,
     })
+    if job.thread:
+        # whichever of two neighbours is written second makes the edge (writes to a graph
+        # are serialised), so workers may write a thread's turns in any order
+        await run(graph, cypher.LINK_TURN_BEFORE, {"id": job.memory_id, "after": job.after},
+                  op="memory")
+        await run(graph, cypher.LINK_TURN_AFTER, {"id": job.memory_id}, op="memory")
 
 
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],

@@ -70,12 +70,14 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
                         memory_id=mid, total=1, created_at=now, message="waiting for a worker")
-    existing = await redis_call(front, tasks.claim_memory(front.redis, record, front.task_ttl))
+    existing, before = await redis_call(front, tasks.claim_memory(
+        front.redis, record, front.task_ttl, memory.thread))
     if existing is not None:
         return await _duplicate(front, memory, mid, existing)
     job = IngestJob(task_id=record.task_id, memory_id=mid, namespace=memory.namespace,
                     text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
-                    source=memory.source, metadata_json=memory.metadata_json, created_at=now)
+                    source=memory.source, metadata_json=memory.metadata_json, created_at=now,
+                    thread=memory.thread, after=before)
     try:
         await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
     except Unavailable:
@@ -95,7 +97,7 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) ->
         job = IngestJob(task_id=task_id, memory_id=mid, namespace=memory.namespace,
                         text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
                         source=memory.source, metadata_json=memory.metadata_json,
-                        created_at=found.created_at)
+                        created_at=found.created_at, thread=memory.thread)
         await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
     return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
                       namespace=memory.namespace)

@@ -170,7 +170,9 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         """Remember a text (1 to 10,000,000 characters). Returns at once with memory_id and
         task_id; the text becomes searchable when graph_status(task_id) says "done".
         metadata: optional JSON object; "tags" (list of strings) and "source" (string) are
-        filterable in search_memory. Adding the same text again is a no-op (duplicate=true)."""
+        filterable in search_memory; "thread" (string) marks the turns of one conversation,
+        added in order: search then reads each turn with its neighbours. Adding the same
+        text again is a no-op (duplicate=true)."""
         with tool_call("add_memory"):
             memory = decode_add_memory(text, metadata, namespace)
             await ops.check_capacity(live["front"])
@@ -205,7 +207,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         related entities). score: hybrid 0-1 (0.5 = an average candidate, 0.84 = one
         standard deviation above), vector = cosine similarity, keyword = BM25, graph = sum
         of entity rarities; min_score drops lower results. Each result says why it matched
-        (each signal's rank and score), names the entities it mentions, and folds
+        (each signal's rank and score; "context": the rank of the turn of the same thread
+        next to it that lent it score), names the entities it mentions, and folds
         overlapping chunks of one memory into the best (also_matched). filters (all optional):
         {"tags": [..] (any), "tags_all": [..], "source": "..", "after": "2026-01-01",
         "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}."""

@@ -44,24 +44,64 @@ def ordered(by_chunk: dict[str, Candidate]) -> list[Candidate]:
     return sorted(by_chunk.values(), key=lambda c: (-c.score, c.row[1]))
 
 
-def fuse_scores(ranked: Ranked, weights: dict[str, float], head: int) -> list[Candidate]:
+@dataclass
+class Context:
+    """Conversation order around the candidates (services/query/search.py, context): for
+    each candidate's memory, the memories added just before and after it to its thread;
+    rows of such neighbours no signal found; and the weight of a neighbour's score."""
+
+    links: dict[str, list[str]]
+    rows: list[list[Any]]
+    weight: float
+
+
+def fuse_scores(ranked: Ranked, weights: dict[str, float], head: int,
+                context: Context | None = None) -> list[Candidate]:
     """Score fusion: each signal's scores are standardised (z-score) over its best ``head``
     candidates; a chunk a signal ranked lower or did not return gets the z of that head's
     last one. The weighted mean of the z-scores goes through the normal CDF: 0.5 is an
     average candidate, 0.84 one standard deviation above. Unlike rank fusion this keeps how
     far apart the scores are, so a signal that is sure (one chunk far ahead) outweighs one
-    that is not; the fixed head keeps the top of the list the same whatever the limit."""
+    that is not; the fixed head keeps the top of the list the same whatever the limit.
+    With a ``context``, a chunk also gets ``context.weight`` times how far its best
+    neighbour stands above the floor (an answer is found through the question before it)."""
     by_chunk = gather(ranked)
     total = sum(weights.get(signal, 1.0) for signal in ranked) or 1.0
+    floor_total = 0.0
     for signal, rows in ranked.items():
         z, floor = standardise([score for _, score in rows[:head]])
         share = weights.get(signal, 1.0) / total
+        floor_total += share * floor
         found = {row[1]: value for (row, _), value in zip(rows, z, strict=False)}
         for chunk_id, candidate in by_chunk.items():
             candidate.score += share * found.get(chunk_id, floor)
+    if context is not None:
+        add_context(by_chunk, context, floor_total)
     for candidate in by_chunk.values():
         candidate.score = round(0.5 * (1 + math.erf(candidate.score / math.sqrt(2))), 6)
     return ordered(by_chunk)
+
+
+def add_context(by_chunk: dict[str, Candidate], context: Context, floor: float) -> None:
+    """Raise each chunk by its best neighbour's lead over ``floor``, the score of a chunk no
+    signal found. Neighbours' scores are read before any is raised: one step, no chains."""
+    for row in context.rows:
+        by_chunk.setdefault(row[1], Candidate(row=row, score=floor))
+    rank: dict[str, int] = {}
+    best: dict[str, float] = {}
+    for position, candidate in enumerate(ordered(by_chunk), start=1):
+        rank.setdefault(candidate.memory_id, position)
+        best.setdefault(candidate.memory_id, candidate.score)
+    lifts = {}
+    for chunk_id, candidate in by_chunk.items():
+        near = [m for m in context.links.get(candidate.memory_id, []) if best.get(m, floor) > floor]
+        if near:
+            neighbour = max(near, key=lambda m: best[m])
+            lifts[chunk_id] = (context.weight * (best[neighbour] - floor), rank[neighbour])
+    for chunk_id, (lift, neighbour_rank) in lifts.items():
+        candidate = by_chunk[chunk_id]
+        candidate.score += lift
+        candidate.why["context"] = SignalMatch(rank=neighbour_rank, score=round(lift, 6))
 
 
 def standardise(scores: list[float]) -> tuple[list[float], float]:

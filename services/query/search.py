@@ -25,7 +25,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from services.query.entities import graph_signal, passage_entities
-from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
+from services.query.fusion import Candidate, Context, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import bm25, idf, stem, terms, tokenize
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
@@ -39,6 +39,7 @@ MAX_CANDIDATES = 1000
 RESCORE_POOL = 200  # full-text candidates re-scored with BM25 (at least; more for deep asks)
 QUERY_CACHE_TTL = 7 * 86400
 GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
+CONTEXT_SEEDS = 10  # best candidates whose unfound neighbours join the candidates
 Ranked = list[tuple[list[Any], float]]
 
 
@@ -93,6 +94,10 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
         candidates = fuse(ranked, weights, settings)
+        if settings.weight_context > 0 and settings.fusion == "score":
+            context = await conversation_context(graph, candidates, params,
+                                                 settings.weight_context)
+            candidates = fuse(ranked, weights, settings, context)
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
@@ -104,13 +109,43 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         for c in kept if c.memory_id in fields])
 
 
-def fuse(ranked: dict[str, Ranked], weights: dict[str, float],
-         settings: Settings) -> list[Candidate]:
+def fuse(ranked: dict[str, Ranked], weights: dict[str, float], settings: Settings,
+         context: Context | None = None) -> list[Candidate]:
     # a signal that found nothing (no entity named, only stop words) has no say
     ranked = {signal: rows for signal, rows in ranked.items() if rows and weights[signal] > 0}
     if settings.fusion == "rrf":
         return fuse_ranks(ranked, weights, settings.rrf_k)
-    return fuse_scores(ranked, weights, settings.search_candidates)
+    return fuse_scores(ranked, weights, settings.search_candidates, context)
+
+
+async def conversation_context(graph: AsyncGraph, candidates: list[Candidate],
+                               params: dict[str, Any], weight: float) -> Context:
+    """Memories added one after another to one thread (a conversation's turns) are read
+    together: an answer ("Yes, the one about transgender stories") rarely repeats the
+    words of the question, the turn before it does. The neighbours of every candidate, and
+    the rows of those next to the best ``CONTEXT_SEEDS`` that no signal found."""
+    memory_ids = sorted({c.memory_id for c in candidates})
+    if not memory_ids:
+        return Context({}, [], weight)
+    rows = await run(graph, cypher.CONTEXT_LINKS, {"ids": memory_ids}, read_only=True)
+    links: dict[str, list[str]] = {}
+    before: dict[str, str] = {}
+    for memory_id, neighbour, follows in rows:
+        links.setdefault(memory_id, []).append(neighbour)
+        if not follows:
+            before[memory_id] = neighbour
+    found = set(memory_ids)
+    wanted: dict[str, bool] = {}  # neighbour -> it came before (so its last chunk is nearest)
+    for candidate in collapse(candidates)[:CONTEXT_SEEDS]:
+        for neighbour in links.get(candidate.memory_id, []):
+            if neighbour not in found:
+                wanted.setdefault(neighbour, neighbour == before.get(candidate.memory_id))
+    if not wanted:
+        return Context(links, [], weight)
+    extra = await run(graph, cypher.CONTEXT_HITS,
+                      {**params, "wanted": [[m, last] for m, last in sorted(wanted.items())]},
+                      read_only=True)
+    return Context(links, extra, weight)
 
 
 async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,

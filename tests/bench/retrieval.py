@@ -89,7 +89,9 @@ def load_beir(name: str, folder: str, labels: str) -> tuple[list[Doc], list[Quer
 def load_locomo() -> tuple[list[Doc], list[Query]]:
     docs = [Doc(t["dia_id"], f"[{t['date_time']}] {t['speaker']}: {t['text']}",
                 f"locomo-{t['conv']}",
-                {"speaker": t["speaker"], "session": t["session"], "date_time": t["date_time"]})
+                {"speaker": t["speaker"], "session": t["session"], "date_time": t["date_time"],
+                 # one thread per session, added in order: search reads turns in context
+                 "thread": f"{t['conv']} session {t['session']}"})
             for t in jsonl(DATA / "locomo" / "turns.jsonl")]
     queries = [Query(q["_id"], q["question"], f"locomo-{q['conv']}", set(q["evidence"]),
                      int(q["category"]))

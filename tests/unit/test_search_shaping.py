@@ -1,4 +1,11 @@
-from services.query.fusion import Candidate, collapse, fuse_ranks, fuse_scores, single
+from services.query.fusion import (
+    Candidate,
+    Context,
+    collapse,
+    fuse_ranks,
+    fuse_scores,
+    single,
+)
 from services.query.keyword import terms
 from services.query.search import candidate_depth, hnsw_k, meta_pairs, shape_hit
 from shared.settings import Settings
@@ -63,6 +70,28 @@ def test_score_fusion_of_a_single_or_tied_list():
     long = [(row(f"x{i}", 0), 1.0 - i / 100) for i in range(60)]
     top = [c.memory_id for c in fuse_scores({"vector": long, "keyword": long[:3]}, {}, 20)]
     assert top[:3] == ["x0", "x1", "x2"] and top[20:] == sorted(top[20:])
+
+
+def test_context_lifts_the_turn_next_to_a_strong_match():
+    # q (the question turn) is found by both signals; its answer a by neither; x and y are
+    # unrelated memories the signals found weakly, and a's neighbour is q
+    vector = [(row("q", 0), 0.9), (row("x", 0), 0.5), (row("y", 0), 0.45), (row("z", 0), 0.4)]
+    keyword = [(row("q", 0), 9.0), (row("y", 0), 2.0), (row("x", 0), 1.0), (row("z", 0), 0.5)]
+    ranked, weights = {"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 1}
+    plain = fuse_scores(ranked, weights, 50)
+    links = {"a": ["q"], "q": ["a"], "y": ["z"], "z": ["y"]}
+    lifted = fuse_scores(ranked, weights, 50, Context(links, [row("a", 0)], 0.5))
+    order = [c.memory_id for c in lifted]
+    assert order[:2] == ["q", "a"]  # the answer joins, right behind its question
+    answer = lifted[1]
+    assert answer.why["context"].rank == 1 and answer.why["context"].score > 0
+    assert set(answer.why) == {"context"}
+    # the best neighbour of q (a, at the floor before the lift) lends nothing
+    assert "context" not in lifted[0].why and lifted[0].score == plain[0].score
+    # nothing with no neighbours moves, and x has none
+    x_plain = next(c for c in plain if c.memory_id == "x")
+    assert next(c for c in lifted if c.memory_id == "x").score == x_plain.score
+    assert fuse_scores(ranked, weights, 50, Context({}, [], 0.5))[0].score == plain[0].score
 
 
 def test_overlapping_chunks_of_one_memory_fold_into_the_best():

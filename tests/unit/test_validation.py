@@ -21,12 +21,13 @@ def error_of(call, *args) -> str:
 
 def test_add_memory_strips_text_and_splits_metadata():
     memory = decode_add_memory("  hello world \n", {"tags": ["a", "b", "a"], "source": "s",
-                                                     "page": 3}, None)
+                                                     "page": 3, "thread": "t"}, None)
     assert memory.text == "hello world"
     assert memory.namespace == "default"
     assert memory.tags == ["a", "b"]
     assert memory.source == "s"
-    assert json.loads(memory.metadata_json) == {"page": 3}
+    assert json.loads(memory.metadata_json) == {"page": 3, "thread": "t"}
+    assert memory.thread == "t"
     assert len(memory.content_hash) == 64
 
 
@@ -55,6 +56,8 @@ def test_text_limit_is_ten_million_characters_after_strip():
     ({"tags": [""]}, "metadata.tags: expected a list of strings"),
     ({"tags": [str(i) for i in range(101)]}, "metadata.tags: 101 tags is over the limit of 100"),
     ({"source": 5}, "metadata.source: expected a string"),
+    ({"thread": ""}, "metadata.thread: expected a string of 1-512 characters"),
+    ({"thread": ["a"]}, "metadata.thread: expected a string of 1-512 characters"),
     ({"blob": "x" * 70_000}, "metadata: 70,011 bytes as JSON is over the limit of 65,536"),
     ({"bad": "\udc00"}, "metadata: must be JSON with valid UTF-8 strings"),
 ])
