@@ -81,7 +81,10 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params)
+    if request.mode == "hybrid" and settings.weight_context > 0 and settings.fusion == "score":
+        jobs["threads"] = has_threads(graph)  # alongside the signals: any turns to read?
     ranked = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
+    threaded = bool(ranked.pop("threads", False))
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
     if request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0):
@@ -94,10 +97,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
         candidates = fuse(ranked, weights, settings)
-        if settings.weight_context > 0 and settings.fusion == "score":
-            context = await conversation_context(graph, candidates, params,
-                                                 settings.weight_context)
-            candidates = fuse(ranked, weights, settings, context)
+        if threaded:
+            candidates = fuse(ranked, weights, settings, await conversation_context(
+                graph, candidates, params, settings.weight_context))
     else:
         candidates = single(request.mode, ranked[request.mode])
     kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
@@ -158,6 +160,12 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
         # HNSW post-filtering can lose results a selective filter would keep: score exactly
         rows = await run(graph, cypher.SEARCH_EXACT, params, read_only=True)
     return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
+
+
+async def has_threads(graph: AsyncGraph) -> bool:
+    """Whether any memory of the namespace has a neighbour in a thread (an edge count, O(1)
+    in FalkorDB): without one, hybrid skips the neighbour lookup (5-6 ms)."""
+    return int((await run(graph, cypher.COUNT_THREADS, read_only=True))[0][0]) > 0
 
 
 async def count_chunks(graph: AsyncGraph) -> int:
