@@ -116,10 +116,12 @@ def _depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def split_metadata(metadata: Any, field: str = "metadata") -> tuple[list[str], str, str]:
-    """Check metadata; return (tags, source, JSON of the remaining keys)."""
+def split_metadata(metadata: Any,
+                   field: str = "metadata") -> tuple[list[str], str, str, str]:
+    """Check metadata; return (tags, source, thread, JSON of the remaining keys). The
+    thread (the conversation a memory belongs to) stays among the remaining keys too."""
     if metadata is None:
-        return [], "", "{}"
+        return [], "", "", "{}"
     if not isinstance(metadata, dict):
         raise InvalidInput(f"{field}: expected a JSON object, got {type(metadata).__name__}")
     if _depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
@@ -143,15 +145,12 @@ def split_metadata(metadata: Any, field: str = "metadata") -> tuple[list[str], s
         raise InvalidInput(f"{field}.tags: {len(tags)} tags is over the limit of {MAX_TAGS}")
     if not isinstance(source, str) or len(source) > 512:
         raise InvalidInput(f"{field}.source: expected a string of at most 512 characters")
-    return list(dict.fromkeys(tags)), source, _json_encode(rest).decode()
+    return list(dict.fromkeys(tags)), source, _thread(rest, field), _json_encode(rest).decode()
 
 
-def thread_of(metadata: Any, field: str = "metadata") -> str:
-    """The conversation a memory belongs to (metadata "thread"; kept in the metadata too)."""
-    if not isinstance(metadata, dict) or "thread" not in metadata:
-        return ""
-    thread = metadata["thread"]
-    if not isinstance(thread, str) or not 0 < len(thread) <= 512:
+def _thread(metadata: dict[str, Any], field: str) -> str:
+    thread = metadata.get("thread", "")
+    if "thread" in metadata and (not isinstance(thread, str) or not 0 < len(thread) <= 512):
         raise InvalidInput(f"{field}.thread: expected a string of 1-512 characters")
     return thread
 
@@ -160,10 +159,9 @@ def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "")
     """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
     ns = check_namespace(namespace)
     text, content_hash = normalise_text(text, f"{where}text")
-    tags, source, rest = split_metadata(metadata, f"{where}metadata")
+    tags, source, thread, rest = split_metadata(metadata, f"{where}metadata")
     return AddMemory(text=text, content_hash=content_hash, namespace=ns, tags=tags,
-                     source=source, metadata_json=rest,
-                     thread=thread_of(metadata, f"{where}metadata"))
+                     source=source, metadata_json=rest, thread=thread)
 
 
 def _timestamp(value: Any, field: str) -> float | None:
