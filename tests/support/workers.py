@@ -45,13 +45,15 @@ async def add_text(settings: Settings, text: str, metadata: dict[str, Any] | Non
 
 async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
                      until: tuple[str, ...] = ("done",)) -> None:
-    """Poll task records until each is in one of the ``until`` states."""
-    pending = set(task_ids)
+    """Poll task records until each is in one of the ``until`` states. Oldest first, and
+    only up to the first one still pending: workers take tasks about in order, so each poll
+    reads a record or two, not all (polling hundreds every 0.1 s took a tenth of the CPU an
+    ingest benchmark measures)."""
+    pending = list(dict.fromkeys(task_ids))
     async with asyncio.timeout(timeout):
         while pending:
-            for task_id in list(pending):
-                if (await tasks.get_task(redis, task_id)).state in until:
-                    pending.discard(task_id)
+            while pending and (await tasks.get_task(redis, pending[0])).state in until:
+                pending.pop(0)
             if pending:
                 await asyncio.sleep(0.1)
 
