@@ -187,6 +187,7 @@ class TaskRecord(Lenient):
     entities: int = 0  # graph tasks: Entity nodes and RELATED edges this task created
     relations: int = 0
     graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
+    after: str = ""  # ingest tasks in a thread: the memory added to it just before
 
 
 # ---- query service (JSON) -------------------------------------------------------------------

@@ -36,6 +36,7 @@ local before = ''
 if KEYS[4] then
   before = redis.call('GETSET', KEYS[4], ARGV[4]) or ''
   if before == ARGV[4] then before = '' end
+  if before ~= '' then redis.call('HSET', KEYS[2], 'after', before) end
 end
 return {'', before}
 """
@@ -78,7 +79,8 @@ async def claim_memory(redis: Redis, record: TaskRecord, ttl: int,
     memory added just before this one to ``thread``, or "") when claimed, or (the id of
     the task that already owns the memory, "") when the text was added before. The
     memories of a thread are thus chained in the order they were added: the turns of a
-    conversation, which search reads with their neighbours."""
+    conversation, which search reads with their neighbours. The task record keeps the
+    memory before (``after``), so that a job enqueued again carries it too."""
     flat = [x for kv in _fields(record).items() for x in kv]
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id),
             state_key(record.namespace, record.state)]

@@ -90,14 +90,16 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
 
 async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) -> AddReceipt:
     """The text was added before. If its task has not finished, enqueue its job again: arq
-    ignores a job id it still holds, and if the job was lost the retry brings it back."""
+    ignores a job id it still holds, and if the job was lost the retry brings it back (with
+    the turn before it in its thread, kept in the task record by the claim)."""
     found = await redis_call(front, tasks.get_task(front.redis, task_id))
     state = found.state if found else "done"
     if found is not None and state in ("queued", "running"):
         job = IngestJob(task_id=task_id, memory_id=mid, namespace=memory.namespace,
                         text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
                         source=memory.source, metadata_json=memory.metadata_json,
-                        created_at=found.created_at, thread=memory.thread)
+                        created_at=found.created_at, thread=memory.thread,
+                        after=found.after)
         await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
     return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
                       namespace=memory.namespace)

@@ -67,6 +67,21 @@ async def test_turns_of_one_thread_are_chained_in_the_order_they_were_added(
                        namespace="loose") == [[0]]
 
 
+async def test_a_lost_turn_added_again_is_still_chained_to_the_one_before(settings, front,
+                                                                          aredis):
+    first = await ops.add_memory(front, decode_add_memory(CHAT[0][0], {"thread": "t"}, "lost"))
+    second = await ops.add_memory(front, decode_add_memory(CHAT[1][0], {"thread": "t"}, "lost"))
+    await aredis.zrem(settings.queue_name, second.task_id)  # its job is lost
+    await aredis.delete(f"arq:job:{second.task_id}")
+    again = await ops.add_memory(front, decode_add_memory(CHAT[1][0], {"thread": "t"}, "lost"))
+    assert (again.duplicate, again.task_id) == (True, second.task_id)
+
+    await run_workers(settings)
+
+    assert await query(settings, "MATCH (a:Memory)-[:THEN]->(b:Memory) RETURN a.id, b.id",
+                       namespace="lost") == [[first.memory_id, second.memory_id]]
+
+
 async def test_workers_may_write_a_threads_turns_in_any_order(settings):
     store = GraphStore(settings)
     try:
