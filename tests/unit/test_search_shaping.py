@@ -7,7 +7,7 @@ from services.query.fusion import (
     single,
 )
 from services.query.keyword import terms
-from services.query.search import candidate_depth, hnsw_k, meta_pairs, shape_hit
+from services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms, shape_hit
 from shared.settings import Settings
 from shared.validation import decode_search
 from workers.store import meta_pairs as stored_pairs
@@ -143,3 +143,12 @@ def test_bm25_saturates_and_normalises_length():
     padded = bm25(tokenize("lighthouse storm " + "filler " * 40), idf, avgdl=10)
     assert short > padded  # the same matches in a longer chunk count for less
     assert bm25(tokenize("nothing relevant here"), idf, avgdl=3) == 0
+
+
+def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():
+    weighted = [["the", 0.1], ["ferry", 4.0], ["pier", 3.5]]
+    df = {"the": 9_000, "ferry": 12, "pier": 40}
+    assert pool_terms(weighted, df, 1_000) == [["ferry", 4.0], ["pier", 3.5]]
+    assert pool_terms(weighted, df, 30) == [["ferry", 4.0]]
+    assert pool_terms(weighted, df, 5) == [["ferry", 4.0]]  # all common: the rarest
+    assert pool_terms(weighted, df, 10_000) == weighted
