@@ -195,9 +195,9 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     if not weighted:
         return []
     pool = max(params["depth"], RESCORE_POOL)
+    common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     rows = await run(graph, cypher.KEYWORD_POOL if filtered else cypher.KEYWORD_POOL_ALL,
-                     {**params, "weighted": pool_terms(weighted, df, max(
-                         COMMON_TERM_SHARE * total, 2 * pool)), "pool": pool,
+                     {**params, "weighted": pool_terms(weighted, df, common), "pool": pool,
                       "over": 2 * pool}, read_only=True)
     if not rows:
         return []
@@ -214,11 +214,10 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
 
 def pool_terms(weighted: list[list[Any]], df: dict[str, int],
                common: float) -> list[list[Any]]:
-    """The terms whose postings choose the pool: not those in more than ``common`` chunks
-    (COMMON_TERM_SHARE of them, and more than the pool query keeps anyway), or the rarest
-    term alone if all are. BM25 over the pool still counts every term; a common word only
-    stops bringing in thousands of chunks that match nothing else (FalkorDB sums ~5 µs per
-    posting)."""
+    """The terms whose postings choose the pool: not those in more than ``common`` chunks,
+    or the rarest term alone if all are. BM25 over the pool still counts every term; a common
+    word only stops bringing in thousands of chunks that match nothing else (FalkorDB sums
+    ~5 µs per posting)."""
     rare = [t for t in weighted if df[t[0]] <= common]
     return rare or [max(weighted, key=lambda t: t[1])]
 
