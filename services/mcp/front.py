@@ -74,18 +74,25 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
         front.redis, record, front.task_ttl, memory.thread))
     if existing is not None:
         return await _duplicate(front, memory, mid, existing)
-    job = IngestJob(task_id=record.task_id, memory_id=mid, namespace=memory.namespace,
-                    text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
-                    source=memory.source, metadata_json=memory.metadata_json, created_at=now,
-                    thread=memory.thread, after=before)
     try:
-        await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
+        await redis_call(front, enqueue_ingest(front.redis, front.settings,
+                                               ingest_job(memory, record, before)))
     except Unavailable:
         await _forget_claim(front, record)
         raise
     metrics.ENQUEUE_SECONDS.observe(time.time() - now)
     return AddReceipt(memory_id=mid, task_id=record.task_id, status="queued", duplicate=False,
                       namespace=memory.namespace)
+
+
+def ingest_job(memory: AddMemory, record: TaskRecord, after: str) -> IngestJob:
+    """The job of the task ``record`` for ``memory``; ``after``: the turn before it in its
+    thread."""
+    return IngestJob(task_id=record.task_id, memory_id=record.memory_id,
+                     namespace=memory.namespace, text=memory.text,
+                     content_hash=memory.content_hash, tags=memory.tags, source=memory.source,
+                     metadata_json=memory.metadata_json, created_at=record.created_at,
+                     thread=memory.thread, after=after)
 
 
 async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) -> AddReceipt:
@@ -95,12 +102,8 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) ->
     found = await redis_call(front, tasks.get_task(front.redis, task_id))
     state = found.state if found else "done"
     if found is not None and state in ("queued", "running"):
-        job = IngestJob(task_id=task_id, memory_id=mid, namespace=memory.namespace,
-                        text=memory.text, content_hash=memory.content_hash, tags=memory.tags,
-                        source=memory.source, metadata_json=memory.metadata_json,
-                        created_at=found.created_at, thread=memory.thread,
-                        after=found.after)
-        await redis_call(front, enqueue_ingest(front.redis, front.settings, job))
+        await redis_call(front, enqueue_ingest(front.redis, front.settings,
+                                               ingest_job(memory, found, found.after)))
     return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
                       namespace=memory.namespace)
 
