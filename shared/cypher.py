@@ -271,6 +271,14 @@ UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id
 OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN id, count(m)
 """
+# the entities the passages other signals rank first mention (the graph signal's bridges
+# to a second hop), but for those already $known, with how many chunks mention each
+SEED_ENTITIES = """
+UNWIND $ids AS id MATCH (:Chunk {id: id})-[:MENTIONS]->(e:Entity)
+WITH DISTINCT e WHERE NOT e.id IN $known
+MATCH (e)<-[m:MENTIONS]-(:Chunk)
+RETURN e.id, count(m)
+"""
 ENTITY_CHUNKS = (
     "UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id "
     "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH id, c, r.count AS count "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
@@ -146,49 +147,65 @@ async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str
     return {n for ids in per_entity.values() for n in ids}
 
 
-async def uncommon(graph: AsyncGraph, entities: set[str], total: int) -> set[str]:
-    """The entities not mentioned in so many chunks that they say nothing (see above)."""
-    if not entities:
-        return set()
-    limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
-    rows = await run(graph, cypher.ENTITY_DF, {"ids": sorted(entities)}, read_only=True)
-    return {eid for eid, df in rows if df <= limit}
+@dataclass(frozen=True)
+class Named:
+    """The part of the graph signal that needs only the question (so it runs beside the
+    other signals): the entities it names, their strongest neighbours, and in how many
+    chunks each is mentioned."""
+
+    direct: frozenset[str] = frozenset()
+    near: frozenset[str] = frozenset()
+    mentions: dict[str, int] = field(default_factory=dict)
 
 
-async def graph_signal(graph: AsyncGraph, query: str, params: dict[str, Any],
-                       total: int, seeds: list[str] = ()) -> Ranked:
+async def named_in(graph: AsyncGraph, query: str) -> Named:
+    rows = await named_entities(graph, query)
+    mentions = {row[0]: int(row[4]) for row in rows}
+    near = await strongest_neighbours(graph, set(mentions)) - set(mentions)
+    if near:
+        counted = await run(graph, cypher.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
+        mentions.update({eid: int(count) for eid, count in counted})
+    return Named(frozenset(r[0] for r in rows), frozenset(near), mentions)
+
+
+async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,
+                       seeds: list[str] = (), found: dict[str, list[Any]] | None = None
+                       ) -> Ranked:
     """Chunks scored by the rarity of the entities they mention: those the query names
     (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
     passages other signals rank first; their bridges lead to the next hop's passages) at
-    half weight. Seeds earn nothing from their own entities."""
-    direct = {row[0] for row in await named_entities(graph, query)}
-    near = await strongest_neighbours(graph, direct)
-    bridges: set[str] = set()
+    half weight. Seeds earn nothing from their own entities. An entity in too many chunks
+    says nothing (see COMMON_ENTITY_SHARE). ``found``: hit rows other signals already read,
+    by chunk id."""
+    mentions = dict(named.mentions)
     if seeds:
-        rows = await run(graph, cypher.CHUNK_ENTITIES, {"ids": list(seeds)}, read_only=True)
-        bridges = {row[0] for row in rows} - direct - near
-    wanted = await uncommon(graph, direct | near | bridges, total)
+        rows = await run(graph, cypher.SEED_ENTITIES, {"ids": list(seeds),
+                                                        "known": sorted(mentions)},
+                         read_only=True)
+        mentions.update({eid: int(count) for eid, count in rows})
+    limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
+    wanted = sorted(eid for eid, count in mentions.items() if 0 < count <= limit)
     if not wanted:
         return []
     rows = await run(graph, cypher.ENTITY_CHUNKS, {
-        **params, "ids": sorted(wanted), "postings": MAX_POSTINGS}, read_only=True)
+        **params, "ids": wanted, "postings": MAX_POSTINGS}, read_only=True)
     postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for eid, chunk_id, count in rows:
         postings[eid].append((chunk_id, int(count or 1)))
     scores: dict[str, float] = defaultdict(float)
     hop = set(seeds)
-    for eid, found in postings.items():
-        weight = idf(total, len(found))
-        for chunk_id, count in found:
+    for eid, chunks in postings.items():
+        weight = idf(total, len(chunks))
+        for chunk_id, count in chunks:
             tf = TF_SATURATION * count / (count + TF_SATURATION - 1)  # 1 mention: 1
-            if eid in direct:
+            if eid in named.direct:
                 scores[chunk_id] += weight * tf
-            elif eid in near or chunk_id not in hop:
+            elif eid in named.near or chunk_id not in hop:
                 scores[chunk_id] += NEIGHBOUR_WEIGHT * weight * tf
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
-    if not best:
-        return []
-    hits = await run(graph, cypher.HITS_BY_ID, {"ids": [cid for cid, _ in best]},
-                     read_only=True)
-    by_id = {row[1]: row for row in hits}
+    by_id = dict(found or {})
+    missing = [cid for cid, _ in best if cid not in by_id]
+    if missing:
+        hits = await run(graph, cypher.HITS_BY_ID, {"ids": missing}, read_only=True)
+        by_id.update((row[1], row) for row in hits)
     return [(by_id[cid], score) for cid, score in best if cid in by_id]

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import statistics
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +25,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from services.query.entities import graph_signal, passage_entities
+from services.query.entities import Named, graph_signal, named_in, passage_entities
 from services.query.fusion import Candidate, Context, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import bm25, idf, stem, terms, tokenize
 from shared import cypher, metrics
@@ -79,27 +80,22 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         return empty
     graph = store.graph(request.namespace)
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
-    jobs = {}
-    if request.mode in ("hybrid", "vector"):
-        jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
-    if request.mode in ("hybrid", "keyword"):
-        jobs["keyword"] = keyword_signal(graph, request, params)
-    if request.mode == "hybrid" and settings.weight_context > 0 and settings.fusion == "score":
-        jobs["threads"] = has_threads(graph)  # alongside the signals: any turns to read?
-    ranked = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
-    threaded = bool(ranked.pop("threads", False))
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
-    if request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0):
-        # the graph signal starts from the entities the question names and, in hybrid,
-        # from those of the passages the other signals rank first (the second hop)
-        seeds = [c.row[1] for c in collapse(fuse(ranked, weights, settings))[:GRAPH_SEEDS]]
-        ranked["graph"] = await graph_signal(graph, request.query, params,
-                                             await count_chunks(graph), seeds)
+    ranked, named, total, threaded = await first_signals(graph, embedder, redis, settings,
+                                                         request, params)
+    fused = fuse(ranked, weights, settings) if request.mode == "hybrid" else []
+    if named is not None:
+        # the second hop: from the entities of the passages the other signals rank first
+        seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
+        ranked["graph"] = await graph_signal(graph, named, params, total, seeds, {
+            row[1]: row for rows in ranked.values() for row, _ in rows})
+        if ranked["graph"] and request.mode == "hybrid":
+            fused = fuse(ranked, weights, settings)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
-        candidates = fuse(ranked, weights, settings)
+        candidates = fused
         if threaded:
             candidates = fuse(ranked, weights, settings, await conversation_context(
                 graph, candidates, params, settings.weight_context))
@@ -112,6 +108,29 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     return msgspec.structs.replace(empty, results=[
         shape_hit(c, fields[c.memory_id], names.get(c.row[1], []))
         for c in kept if c.memory_id in fields])
+
+
+async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
+                        settings: Settings, request: SearchRequest, params: dict[str, Any]
+                        ) -> tuple[dict[str, Ranked], Named | None, int, bool]:
+    """Everything that needs only the question, at once: the vector and keyword signals,
+    the graph signal's first hop (the entities the question names), the chunk count (idf's
+    N, for keyword and graph) and whether the namespace has threads."""
+    jobs: dict[str, Any] = {}
+    if request.mode in ("hybrid", "vector"):
+        jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
+    graphed = request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0)
+    if request.mode != "vector":
+        jobs["total"] = asyncio.ensure_future(count_chunks(graph))
+    if request.mode in ("hybrid", "keyword"):
+        jobs["keyword"] = keyword_signal(graph, request, params, jobs["total"])
+    if graphed:
+        jobs["named"] = named_in(graph, request.query)
+    if request.mode == "hybrid" and settings.weight_context > 0 and settings.fusion == "score":
+        jobs["threads"] = has_threads(graph)  # any turns to read? (an edge count)
+    done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
+    named, total = done.pop("named", None), done.pop("total", 1)
+    return done, named, total, bool(done.pop("threads", False))
 
 
 def fuse(ranked: dict[str, Ranked], weights: dict[str, float], settings: Settings,
@@ -176,8 +195,8 @@ async def count_chunks(graph: AsyncGraph) -> int:
     return max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
 
 
-async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
-                         params: dict[str, Any]) -> Ranked:
+async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
+                         total: Awaitable[int]) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks (passing the filters) it matches."""
@@ -187,8 +206,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest,
     filtered = request.filters.active
     counted, total = await asyncio.gather(
         run(graph, cypher.KEYWORD_DF if filtered else cypher.KEYWORD_DF_ALL,
-            {**params, "terms": words}, read_only=True),
-        count_chunks(graph))
+            {**params, "terms": words}, read_only=True), total)
     df = {term: int(count) for term, count in counted}
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
