@@ -194,10 +194,6 @@ KEYWORD_DF_ALL = (
     "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) YIELD node AS c "
     "RETURN term, count(c)"
 )
-HITS_BY_ID = (
-    "UNWIND $ids AS id MATCH (c:Chunk {id: id}) MATCH (m:Memory)-[:HAS_CHUNK]->(c) "
-    "WITH m, c, 0.0 AS score " + _RETURN_HIT
-)
 
 # whether the namespace has any thread at all (an edge count: O(1) in FalkorDB)
 COUNT_THREADS = "MATCH ()-[r:THEN]->() RETURN count(r)"
@@ -279,11 +275,16 @@ WITH DISTINCT e WHERE NOT e.id IN $known
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN e.id, count(m)
 """
-ENTITY_CHUNKS = (
-    "UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id "
-    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH id, c, r.count AS count "
+# the graph signal: chunks scored by the entities they mention. $weighted: [entity id,
+# weight (its idf, halved for a neighbour or bridge), bridge?]; a bridge (an entity of one of
+# the $seeds passages) scores nothing in those passages. A mention counted twice is worth
+# 1.33 (saturating at 2), as in BM25. Scored here: the client would parse every posting
+GRAPH_HITS = (
+    "UNWIND $weighted AS t MATCH (e:Entity {id: t[0]}) WITH e, t "
+    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WHERE NOT (t[2] AND c.id IN $seeds) "
+    "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
-    + "RETURN id, c.id, count LIMIT $postings"
+    + "WITH m, c, score ORDER BY score DESC, c.id ASC LIMIT $depth" + _RETURN_HIT
 )
 CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)

@@ -44,7 +44,6 @@ MAX_POSTINGS = 20_000
 # every eighth memory made the graph signal 40% of the query service's CPU under load)
 COMMON_ENTITY_SHARE = 0.1
 COMMON_ENTITY_FLOOR = 200
-TF_SATURATION = 2.0  # a passage naming an entity often is about it, up to 2x one mention
 Ranked = list[tuple[list[Any], float]]
 
 
@@ -169,14 +168,13 @@ async def named_in(graph: AsyncGraph, query: str) -> Named:
 
 
 async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,
-                       seeds: list[str] = (), found: dict[str, list[Any]] | None = None
-                       ) -> Ranked:
+                       seeds: list[str] = ()) -> Ranked:
     """Chunks scored by the rarity of the entities they mention: those the query names
     (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
     passages other signals rank first; their bridges lead to the next hop's passages) at
     half weight. Seeds earn nothing from their own entities. An entity in too many chunks
-    says nothing (see COMMON_ENTITY_SHARE). ``found``: hit rows other signals already read,
-    by chunk id."""
+    says nothing (see COMMON_ENTITY_SHARE); past MAX_POSTINGS mentions in all, the most
+    mentioned entities are left out first."""
     mentions = dict(named.mentions)
     if seeds:
         rows = await run(graph, cypher.SEED_ENTITIES, {"ids": list(seeds),
@@ -184,28 +182,16 @@ async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], 
                          read_only=True)
         mentions.update({eid: int(count) for eid, count in rows})
     limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
-    wanted = sorted(eid for eid, count in mentions.items() if 0 < count <= limit)
-    if not wanted:
+    weighted, postings = [], 0
+    for eid, count in sorted(mentions.items(), key=lambda item: (item[1], item[0])):
+        if not 0 < count <= limit or postings + count > MAX_POSTINGS:
+            continue
+        postings += count
+        direct = eid in named.direct
+        weighted.append([eid, idf(total, count) * (1.0 if direct else NEIGHBOUR_WEIGHT),
+                         not direct and eid not in named.near])
+    if not weighted:
         return []
-    rows = await run(graph, cypher.ENTITY_CHUNKS, {
-        **params, "ids": wanted, "postings": MAX_POSTINGS}, read_only=True)
-    postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for eid, chunk_id, count in rows:
-        postings[eid].append((chunk_id, int(count or 1)))
-    scores: dict[str, float] = defaultdict(float)
-    hop = set(seeds)
-    for eid, chunks in postings.items():
-        weight = idf(total, len(chunks))
-        for chunk_id, count in chunks:
-            tf = TF_SATURATION * count / (count + TF_SATURATION - 1)  # 1 mention: 1
-            if eid in named.direct:
-                scores[chunk_id] += weight * tf
-            elif eid in named.near or chunk_id not in hop:
-                scores[chunk_id] += NEIGHBOUR_WEIGHT * weight * tf
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:params["depth"]]
-    by_id = dict(found or {})
-    missing = [cid for cid, _ in best if cid not in by_id]
-    if missing:
-        hits = await run(graph, cypher.HITS_BY_ID, {"ids": missing}, read_only=True)
-        by_id.update((row[1], row) for row in hits)
-    return [(by_id[cid], score) for cid, score in best if cid in by_id]
+    rows = await run(graph, cypher.GRAPH_HITS, {**params, "weighted": weighted,
+                                                "seeds": list(seeds)}, read_only=True)
+    return [(row, float(row[3])) for row in rows]

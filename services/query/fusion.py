@@ -4,7 +4,6 @@ overlapping chunks of one memory, and the per-result "why"."""
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +107,11 @@ def standardise(scores: list[float]) -> tuple[list[float], float]:
     """z-scores of one signal's candidates, and the value for a chunk it did not return."""
     if not scores:
         return [], 0.0
-    spread = statistics.pstdev(scores)
-    if spread == 0:  # one candidate, or all tied: found beats not found, nothing more
-        return [1.0] * len(scores), -1.0
-    mean = statistics.fmean(scores)
+    # plain floats: statistics.pstdev is exact (Fractions) and cost ~1.5 ms per search
+    mean = math.fsum(scores) / len(scores)
+    spread = math.sqrt(math.fsum((score - mean) ** 2 for score in scores) / len(scores))
+    if spread <= 1e-12 * max(1.0, abs(mean)):  # one candidate, or all tied: found beats
+        return [1.0] * len(scores), -1.0      # not found, nothing more
     z = [(score - mean) / spread for score in scores]
     return z, min(z)
 

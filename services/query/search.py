@@ -88,8 +88,7 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     if named is not None:
         # the second hop: from the entities of the passages the other signals rank first
         seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
-        ranked["graph"] = await graph_signal(graph, named, params, total, seeds, {
-            row[1]: row for rows in ranked.values() for row, _ in rows})
+        ranked["graph"] = await graph_signal(graph, named, params, total, seeds)
         if ranked["graph"] and request.mode == "hybrid":
             fused = fuse(ranked, weights, settings)
     for signal, rows in ranked.items():
