@@ -48,7 +48,7 @@ def make_embedder(settings: Settings) -> Embedder:
         )
     from shared.embed_onnx import OnnxEmbedder
 
-    return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.embed_batch)
+    return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
 
 
 class VectorLiteral:
