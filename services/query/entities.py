@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
@@ -37,7 +37,7 @@ ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question
 NEIGHBOURS_PER_ENTITY = 5
 NEIGHBOUR_WEIGHT = 0.5
-MAX_POSTINGS = 20_000
+MAX_POSTINGS = 20_000  # mentions the graph signal sums, at most (rarest entities first)
 # an entity in more than this share of the namespace's chunks (and in more than
 # COMMON_ENTITY_FLOOR of them) tells little about which passage answers, like a stop word:
 # the graph signal leaves it out instead of reading all its postings (measured: a name in
@@ -152,19 +152,20 @@ class Named:
     other signals): the entities it names, their strongest neighbours, and in how many
     chunks each is mentioned."""
 
-    direct: frozenset[str] = frozenset()
-    near: frozenset[str] = frozenset()
-    mentions: dict[str, int] = field(default_factory=dict)
+    direct: frozenset[str]
+    near: frozenset[str]
+    mentions: dict[str, int]
 
 
 async def named_in(graph: AsyncGraph, query: str) -> Named:
-    rows = await named_entities(graph, query)
-    mentions = {row[0]: int(row[4]) for row in rows}
-    near = await strongest_neighbours(graph, set(mentions)) - set(mentions)
+    """The graph signal's first hop (the mention counts of named entities come with them)."""
+    mentions = {row[0]: int(row[4]) for row in await named_entities(graph, query)}
+    direct = frozenset(mentions)
+    near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:
         counted = await run(graph, cypher.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
         mentions.update({eid: int(count) for eid, count in counted})
-    return Named(frozenset(r[0] for r in rows), frozenset(near), mentions)
+    return Named(direct, frozenset(near), mentions)
 
 
 async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,

@@ -92,6 +92,22 @@ async def test_graph_signal_finds_a_passage_that_shares_no_word_with_the_query(c
         sorted(second["entities"]) == ["Danube", "Helena Varga"]
 
 
+async def test_graph_signal_keeps_to_the_filters(client, settings):
+    added = [await call(client, "add_memory", text=text, namespace="kg",
+                        metadata={"tags": [tag]})
+             for text, tag in zip(BRIDGE, ("company", "people", "weather"), strict=True)]
+    await run_workers(settings)
+    question = "What did Zorblax Industries build?"
+    graph = await call(client, "search_memory", query=question, mode="graph", namespace="kg",
+                       filters={"tags": ["people"]})
+    assert [r["memory_id"] for r in graph["results"]] == [added[1]["memory_id"]]
+    hybrid = await call(client, "search_memory", query=question, namespace="kg",
+                        filters={"tags": ["people", "weather"]})
+    assert added[0]["memory_id"] not in [r["memory_id"] for r in hybrid["results"]]
+    assert hybrid["results"][0]["memory_id"] == added[1]["memory_id"]
+    assert "graph" in hybrid["results"][0]["why"]
+
+
 async def test_build_graph_reports_progress_batch_by_batch(settings, query_service):
     quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
                           graph_auto=False, graph_batch=4, graph_part_chunks=16)
