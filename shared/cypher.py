@@ -34,12 +34,19 @@ INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
 READ_MODEL = "MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim"
 
 # ---- writes ----
+# m.task_id / m.gen: the ingest that writes the memory. A newer claim (a higher generation:
+# the same text added again after a delete) takes an older writer's leftovers over; an older
+# writer never takes them back, so its undo (UNDO_*) cannot remove the newer one's memory
 MERGE_MEMORY = """
 MERGE (m:Memory {id: $id})
-ON CREATE SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
-              m.source = $source, m.tags = $tags, m.metadata = $metadata,
-              m.meta_kv = $meta_kv, m.created_at = $created_at,
-              m.chunk_count = $chunk_count, m.after = $after, m.ready = false
+ON CREATE SET m.gen = -1
+WITH m, coalesce(m.task_id = $task_id, false) AS same
+WHERE same OR $gen > coalesce(m.gen, -1)
+SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
+    m.source = $source, m.tags = $tags, m.metadata = $metadata, m.meta_kv = $meta_kv,
+    m.created_at = $created_at, m.chunk_count = $chunk_count, m.after = $after,
+    m.ready = CASE WHEN same THEN m.ready ELSE false END, m.task_id = $task_id, m.gen = $gen
+RETURN count(m)
 """
 
 # a thread (metadata "thread"): the memory added before this one, and those added after
@@ -67,8 +74,13 @@ MATCH (b:Chunk {id: p[1]})
 MERGE (a)-[:NEXT]->(b)
 """
 
-MARK_READY = "MATCH (m:Memory {id: $id}) SET m.ready = true RETURN m.chunk_count"
+MARK_READY = """
+MATCH (m:Memory {id: $id}) WHERE m.task_id = $task_id SET m.ready = true RETURN m.chunk_count
+"""
 
+# a delete: the memory first (a chunk written after it finds no memory to hang on), then its
+# chunks by their memory_id, in batches
+DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
 DELETE_CHUNKS = """
 MATCH (c:Chunk {memory_id: $id})
 WITH c LIMIT $batch
@@ -76,7 +88,30 @@ DETACH DELETE c
 RETURN count(c)
 """
 MEMORY_CHUNK_IDS = "MATCH (c:Chunk {memory_id: $id}) RETURN c.id"
-DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
+
+# an ingest undoing what it wrote: only while the memory is its own (or gone), checked in the
+# same query that deletes, so a newer ingest of the same text is never touched
+UNDO_MEMORY = """
+MATCH (m:Memory {id: $id}) WHERE coalesce(m.task_id, '') = $task_id
+DETACH DELETE m RETURN count(m)
+"""
+# (FalkorDB 4.22 folds "OPTIONAL MATCH ... WITH m WHERE" into the optional match, so that m
+# becomes null instead of the row going: measured, it deleted a newer memory's chunks. The
+# aggregate keeps the test after the match)
+UNDO_CHUNKS = """
+OPTIONAL MATCH (m:Memory {id: $id})
+WITH count(m) AS memories, collect(coalesce(m.task_id, '')) AS writers
+WHERE memories = 0 OR writers[0] = $task_id
+MATCH (c:Chunk {memory_id: $id})
+WITH c LIMIT $batch
+DETACH DELETE c
+RETURN count(c)
+"""
+# the sweep: memories not (yet) searchable, with the task that writes them, oldest first
+UNREADY = """
+MATCH (m:Memory) WHERE m.ready = false AND m.created_at < $before
+RETURN m.id, coalesce(m.task_id, '') ORDER BY m.created_at LIMIT $limit
+"""
 
 # ---- the knowledge graph (workers/graph.py) ----
 # chunks a graph task covers: not yet processed, or all of them (rebuild); of some memories

@@ -113,6 +113,14 @@ async def namespace_exists(store: GraphStore, namespace: str) -> bool:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
 
+async def list_graphs(store: GraphStore) -> list[str]:
+    """Every graph on the server (GRAPH.LIST): one per namespace, plus any not ours."""
+    try:
+        return list(await store.db.list_graphs())
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+
+
 def _mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]) -> EmbeddingRejected:
     return EmbeddingRejected(
         f"namespace '{namespace}' holds vectors of {have[0]} ({have[1]}-d) but this process "

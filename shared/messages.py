@@ -35,6 +35,17 @@ class Lenient(msgspec.Struct, frozen=True, kw_only=True):
     """For stored records and responses: a newer writer may have added fields."""
 
 
+JOB_VERSION = 1
+
+
+class Job(Lenient, kw_only=True):
+    """An arq payload. Lenient, so that during a rolling upgrade an older worker still reads
+    a newer front's job (new fields always get defaults); ``version`` says which shape the
+    writer meant. A job that cannot be read at all fails its task with a message."""
+
+    version: int = JOB_VERSION
+
+
 # ---- tool arguments, decoded at the front ----------------------------------------------------
 
 
@@ -107,7 +118,7 @@ class EntityRef(Base):
 # ---- jobs (arq payloads, msgpack) ------------------------------------------------------------
 
 
-class IngestJob(Base):
+class IngestJob(Job):
     task_id: str
     memory_id: str
     namespace: str
@@ -119,9 +130,10 @@ class IngestJob(Base):
     created_at: float = 0.0
     thread: str = ""
     after: str = ""  # the memory added just before this one to the same thread
+    gen: int = 0  # the claim's generation: a newer claim's writes win over an older one's
 
 
-class ChunkSpan(Base):
+class ChunkSpan(Lenient):
     idx: int
     text: str
     char_start: int
@@ -129,7 +141,7 @@ class ChunkSpan(Base):
     tokens: int
 
 
-class PartJob(Base):
+class PartJob(Job):
     """One bounded embed-and-write job of a document that fanned out."""
 
     task_id: str
@@ -141,13 +153,13 @@ class PartJob(Base):
     chunks: list[ChunkSpan]
 
 
-class DeleteJob(Base):
+class DeleteJob(Job):
     task_id: str
     memory_id: str
     namespace: str
 
 
-class GraphJob(Base):
+class GraphJob(Job):
     """Plan a graph task: which chunks to process (clearing first on rebuild), then parts."""
 
     task_id: str
@@ -156,7 +168,7 @@ class GraphJob(Base):
     rebuild: bool = False
 
 
-class GraphPartJob(Base):
+class GraphPartJob(Job):
     task_id: str
     namespace: str
     part: int
@@ -188,6 +200,7 @@ class TaskRecord(Lenient):
     relations: int = 0
     graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
     after: str = ""  # ingest tasks in a thread: the memory added to it just before
+    gen: int = 0  # ingest tasks: the claim's generation (shared/tasks.py)
 
 
 # ---- query service (JSON) -------------------------------------------------------------------

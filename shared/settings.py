@@ -50,6 +50,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     job_expires_days: int = 30  # a queued job outlives a long worker outage
     task_ttl_days: int = 7
     part_chunks: int = 32  # chunks per embed-and-write job when a document fans out
+    sweep_minutes: int = 5  # how often a worker sweeps memories left by ended tasks
     worker_metrics_host: str = "127.0.0.1"
     worker_metrics_port: int = 9464  # a worker's /metrics; 0 turns it off
 

@@ -1,19 +1,35 @@
-"""The task registry in Redis: what every task (ingest, delete) is doing, for graph_status.
+"""The task registry in Redis: what every task (ingest, delete, graph) is doing, for
+graph_status, and which task owns each memory.
 
     zapomni:task:{task_id}          hash: a TaskRecord; expires after task_ttl_days
     zapomni:tasks:{ns}:{state}      sorted set of task ids by last change, for counts
-    zapomni:mem:{ns}:{memory_id}    the ingest task that owns a memory (dedupe of adds)
+    zapomni:tasks:*:{state}         the same over every namespace
+    zapomni:mem:{ns}:{memory_id}    the task that owns a memory: its ingest, or a delete
+    zapomni:gen                     a counter: each claim's generation (newer writes win)
     zapomni:parts:{task_id}         hash: finished part number -> worker that wrote it
     zapomni:last:{ns}:{thread hash} the memory added last to that thread (conversation order)
-    zapomni:worker:{worker_id}      present while that worker lives (expires WORKER_TTL s)
 
-Every write here is idempotent: a job that runs twice records the same thing twice.
+Task state is a state machine with this module as its only writer:
+
+    queued -> running -> done | failed | cancelled
+
+Every change is one atomic script that checks the allowed from-states, writes and refreshes
+the record's expiry. Terminal states are final: a late "running" or progress write is refused,
+and a write never recreates a record that has expired. The scripts name the keys they build
+from a task's own fields (its namespace, its memory): the queue is one Redis server by design
+(DESIGN §5), never a cluster.
+
+A memory is owned by one task at a time. add_memory claims it for an ingest; a delete (or the
+cancel of an ingest) takes the claim over in the same script that cancels the ingest, holds it
+while it removes what was written, and gives it up in the same script that marks it done. An
+ingest that finds it no longer owns its memory after a write undoes what it wrote.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -24,27 +40,166 @@ from shared.messages import TASK_STATES, TaskRecord
 TASK_KEY = "zapomni:task:"
 WORKER_KEY = "zapomni:worker:"  # + worker id, refreshed by each live worker
 WORKER_TTL = 15
+ACTIVE = ("queued", "running")
+TERMINAL = ("done", "failed", "cancelled")
+LOST = "lost"  # what a refused move reports when the task no longer owns its memory
 
-_CLAIM = """
-local existing = redis.call('GET', KEYS[1])
-if existing then return {existing, ''} end
+# helpers every script starts with: move a task between the count sets, and the key of the
+# claim on a task's memory (both from the task's own fields)
+_LIB = """
+local function task_key(id) return 'zapomni:task:' .. id end
+local function claim_key(key)
+  local f = redis.call('HMGET', key, 'namespace', 'memory_id')
+  return 'zapomni:mem:' .. f[1] .. ':' .. f[2]
+end
+local function place(key, id, from, to, now)
+  local ns = redis.call('HGET', key, 'namespace')
+  if from ~= '' then
+    redis.call('ZREM', 'zapomni:tasks:' .. ns .. ':' .. from, id)
+    redis.call('ZREM', 'zapomni:tasks:*:' .. from, id)
+  end
+  redis.call('ZADD', 'zapomni:tasks:' .. ns .. ':' .. to, now, id)
+  redis.call('ZADD', 'zapomni:tasks:*:' .. to, now, id)
+end
+local function active(state) return state == 'queued' or state == 'running' end
+"""
+
+# ARGV: task id, ttl, now, allowed from-states (",a,b,"), to-state or '', must own ('1'/''),
+#       n, n field/value pairs to set, then field/increment pairs
+_MOVE = _LIB + """
+local id, ttl, now, allowed, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local key = task_key(id)
+local state = redis.call('HGET', key, 'state')
+if not state then return {0, ''} end
+if not string.find(allowed, ',' .. state .. ',', 1, true) then return {0, state} end
+if ARGV[6] == '1' and redis.call('GET', claim_key(key)) ~= id then return {0, 'lost'} end
+local n = tonumber(ARGV[7])
+if n > 0 then redis.call('HSET', key, unpack(ARGV, 8, 7 + 2 * n)) end
+for i = 8 + 2 * n, #ARGV, 2 do redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]) end
+if to ~= '' and to ~= state then
+  redis.call('HSET', key, 'state', to)
+  if state == 'queued' then redis.call('HSET', key, 'started_at', now) end
+  place(key, id, state, to, now)
+end
+redis.call('EXPIRE', key, ttl)
+return {1, state}
+"""
+
+# KEYS: claim, new task record, [thread's last memory]. ARGV: task id, ttl, now, memory id,
+# field/value pairs of the record. Returns {owner, its kind, its state, previous turn, gen}
+_CLAIM = _LIB + """
+local owner = redis.call('GET', KEYS[1])
+if owner then
+  local f = redis.call('HMGET', task_key(owner), 'kind', 'state')
+  return {owner, f[1] or '', f[2] or '', '', 0}
+end
+local gen = redis.call('INCR', 'zapomni:gen')
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+redis.call('HSET', KEYS[2], 'gen', gen)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
 local before = ''
-if KEYS[4] then
-  before = redis.call('GETSET', KEYS[4], ARGV[4]) or ''
+if KEYS[3] then
+  before = redis.call('GETSET', KEYS[3], ARGV[4]) or ''
   if before == ARGV[4] then before = '' end
   if before ~= '' then redis.call('HSET', KEYS[2], 'after', before) end
 end
-return {'', before}
+return {'', '', '', before, gen}
+"""
+
+# A delete takes a memory over. KEYS: claim, the delete's record. ARGV: delete task id, ttl,
+# now, the ingest it must take over from ('' = whoever owns it), the message the cancelled
+# ingest shows, field/value pairs of the delete's record.
+# Returns {1, previous owner} taken; {2, pending delete} a delete is already under way;
+# {0, owner} the memory is no longer the named ingest's
+_TAKE = _LIB + """
+local owner = redis.call('GET', KEYS[1]) or ''
+if ARGV[4] ~= '' and owner ~= ARGV[4] then return {0, owner} end
+if owner ~= '' then
+  local okey = task_key(owner)
+  local f = redis.call('HMGET', okey, 'kind', 'state')
+  if f[1] == 'delete' and active(f[2]) then return {2, owner} end
+  if f[1] == 'ingest' and active(f[2]) then
+    redis.call('HSET', okey, 'state', 'cancelled', 'finished_at', ARGV[3], 'message', ARGV[5])
+    place(okey, owner, f[2], 'cancelled', ARGV[3])
+    redis.call('EXPIRE', okey, ARGV[2])
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
+return {1, owner}
+"""
+
+# A task ends and gives its memory up (a delete; a failed ingest) in one step.
+# ARGV: task id, ttl, now, to-state, field/value pairs. Returns {1, state} or {0, state}
+_END_AND_RELEASE = _LIB + """
+local id = ARGV[1]
+local key = task_key(id)
+local state = redis.call('HGET', key, 'state')
+if not state then return {0, ''} end
+if not active(state) then return {0, state} end
+local claim = claim_key(key)
+if redis.call('GET', claim) == id then redis.call('DEL', claim) end
+redis.call('HSET', key, 'state', ARGV[4], unpack(ARGV, 5))
+place(key, id, state, ARGV[4], ARGV[3])
+redis.call('EXPIRE', key, ARGV[2])
+return {1, state}
+"""
+
+# ARGV: task id, ttl, part, worker, '1' to show the count as done. Returns {parts written,
+# state}; parts -1 when the task has ended (nothing recorded)
+_FINISH_PART = _LIB + """
+local key = task_key(ARGV[1])
+local state = redis.call('HGET', key, 'state')
+if not state or not active(state) then return {-1, state or ''} end
+local parts = 'zapomni:parts:' .. ARGV[1]
+redis.call('HSET', parts, ARGV[3], ARGV[4])
+redis.call('EXPIRE', parts, ARGV[2])
+local done = redis.call('HLEN', parts)
+if ARGV[5] == '1' then redis.call('HSET', key, 'done', done) end
+redis.call('HSET', key, 'heartbeat_at', ARGV[6])
+redis.call('EXPIRE', key, ARGV[2])
+return {done, state}
+"""
+
+# KEYS: the record. ARGV: task id, ttl, now, field/value pairs. 1 when written
+_CREATE = _LIB + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+place(KEYS[1], ARGV[1], '', 'queued', ARGV[3])
+return 1
 """
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+@dataclass(frozen=True)
+class Moved:
+    """The answer of a state change: whether it was made, and the state it found ('' when
+    the record is gone, ``LOST`` when the task no longer owns its memory)."""
+
+    ok: bool
+    before: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """add_memory's claim: ``owner`` is '' when this task now owns the memory (``gen`` is
+    its generation, ``after`` the turn before it in its thread); otherwise the task that
+    owns it, with its kind and state."""
+
+    owner: str
+    kind: str = ""
+    state: str = ""
+    after: str = ""
+    gen: int = 0
 
 
 def task_key(task_id: str) -> str:
@@ -73,24 +228,41 @@ def _fields(record: TaskRecord | dict[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in items}
 
 
-async def claim_memory(redis: Redis, record: TaskRecord, ttl: int,
-                       thread: str = "") -> tuple[str | None, str]:
-    """Make ``record`` the task that ingests its memory, atomically. Returns (None, the
-    memory added just before this one to ``thread``, or "") when claimed, or (the id of
-    the task that already owns the memory, "") when the text was added before. The
-    memories of a thread are thus chained in the order they were added: the turns of a
-    conversation, which search reads with their neighbours. The task record keeps the
-    memory before (``after``), so that a job enqueued again carries it too."""
-    flat = [x for kv in _fields(record).items() for x in kv]
-    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id),
-            state_key(record.namespace, record.state)]
+def _flat(fields: dict[str, Any]) -> list[str]:
+    return [x for kv in _fields(fields).items() for x in kv]
+
+
+def _text(value: bytes | str | int) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def claim_memory(redis: Redis, record: TaskRecord, ttl: int, thread: str = "") -> Claim:
+    """Make ``record`` (a queued ingest) the task that owns its memory, atomically, unless
+    another task owns it. The memories of a thread are chained in the order they were
+    claimed: the turns of a conversation, which search reads with their neighbours; the
+    record keeps the memory before (``after``), so that a job enqueued again carries it."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     if thread:
         keys.append(last_key(record.namespace, thread))
-    existing, before = await redis.eval(
-        _CLAIM, len(keys), *keys,
-        record.task_id, ttl, record.created_at, record.memory_id, *flat,
-    )
-    return (existing.decode() or None), before.decode()
+    owner, kind, state, after, gen = await redis.eval(
+        _CLAIM, len(keys), *keys, record.task_id, ttl, record.created_at, record.memory_id,
+        *_flat(msgspec.structs.asdict(record)))
+    return Claim(_text(owner), _text(kind), _text(state), _text(after), int(gen))
+
+
+async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
+                          from_task: str = "", message: str = "the memory was deleted"
+                          ) -> tuple[int, str]:
+    """Make the delete task ``record`` the owner of its memory, cancelling an ingest still
+    under way (with ``message``) in the same step. ``from_task``: only if that ingest owns
+    it (the cancel of an ingest). Returns (1, previous owner) when taken, (2, the delete
+    already under way) when there is one, (0, the owner) when ``from_task`` owns it no
+    longer. The record is written only when taken."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
+    code, owner = await redis.eval(
+        _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,
+        *_flat(msgspec.structs.asdict(record)))
+    return int(code), _text(owner)
 
 
 async def release_memory(redis: Redis, namespace: str, memory_id: str, task_id: str) -> None:
@@ -103,51 +275,44 @@ async def owner_task(redis: Redis, namespace: str, memory_id: str) -> str | None
     return value.decode() if value else None
 
 
-async def create_task(redis: Redis, record: TaskRecord, ttl: int) -> None:
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(task_key(record.task_id), mapping=_fields(record))
-        pipe.expire(task_key(record.task_id), ttl)
-        pipe.zadd(state_key(record.namespace, record.state), {record.task_id: record.created_at})
-        await pipe.execute()
+async def create_task(redis: Redis, record: TaskRecord, ttl: int) -> bool:
+    """Write a new task record (queued); False when a record with this id exists already
+    (a job that runs again creates its follow-up task once)."""
+    created = await redis.eval(_CREATE, 1, task_key(record.task_id), record.task_id, ttl,
+                               record.created_at, *_flat(msgspec.structs.asdict(record)))
+    return bool(created)
 
 
-async def update_task(redis: Redis, task_id: str, namespace: str, **fields: Any) -> None:
-    """Set fields of a task; a new ``state`` also moves the task between the count sets."""
-    now = time.time()
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(task_key(task_id), mapping=_fields(fields))
-        state = fields.get("state")
-        if state is not None:
-            for other in TASK_STATES:
-                if other != state:
-                    pipe.zrem(state_key(namespace, other), task_id)
-            pipe.zadd(state_key(namespace, state), {task_id: now})
-        await pipe.execute()
+async def move(redis: Redis, task_id: str, to: str = "", *, ttl: int,
+               allowed: tuple[str, ...] = ACTIVE, owning: bool = False,
+               add: dict[str, int] | None = None, **fields: Any) -> Moved:
+    """Change a task: set ``fields``, add to counters (``add``) and move it to state ``to``
+    (none: the state stays), if it is in one of the ``allowed`` states (and, ``owning``,
+    still owns its memory). Leaving "queued" stamps started_at. Refreshes the expiry."""
+    flat = _flat(fields)
+    incr = [x for kv in (add or {}).items() for x in (kv[0], str(int(kv[1])))]
+    ok, before = await redis.eval(
+        _MOVE, 0, task_id, ttl, time.time(), "," + ",".join(allowed) + ",", to,
+        "1" if owning else "", len(flat) // 2, *flat, *incr)
+    return Moved(bool(ok), _text(before))
+
+
+async def end_and_release(redis: Redis, task_id: str, to: str, *, ttl: int,
+                          **fields: Any) -> Moved:
+    """End an active task in state ``to`` and give up its memory if it holds it, at once."""
+    ok, before = await redis.eval(_END_AND_RELEASE, 0, task_id, ttl, time.time(), to,
+                                  *_flat(fields))
+    return Moved(bool(ok), _text(before))
 
 
 async def finish_part(redis: Redis, task_id: str, part: int, worker: str, ttl: int, *,
                       progress: bool = True) -> int:
     """Record part ``part`` as written (and by which worker); return how many distinct parts
-    are written. ``progress``: also show that count as the task's done."""
-    key = parts_key(task_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(key, str(part), worker)
-        pipe.expire(key, ttl)
-        pipe.hlen(key)
-        _, _, done = await pipe.execute()
-    fields = {"done": done, "heartbeat_at": time.time()} if progress else \
-        {"heartbeat_at": time.time()}
-    await redis.hset(task_key(task_id), mapping=fields)
+    are written, or -1 when the task has ended (then nothing is recorded). ``progress``:
+    also show that count as the task's done."""
+    done, _ = await redis.eval(_FINISH_PART, 0, task_id, ttl, part, worker,
+                               "1" if progress else "", time.time())
     return int(done)
-
-
-async def add_progress(redis: Redis, task_id: str, **counts: int) -> None:
-    """Add to a task's counters (graph tasks: done, entities, relations) after a batch."""
-    async with redis.pipeline(transaction=True) as pipe:
-        for name, value in counts.items():
-            pipe.hincrby(task_key(task_id), name, value)
-        pipe.hset(task_key(task_id), "heartbeat_at", time.time())
-        await pipe.execute()
 
 
 async def part_workers(redis: Redis, task_id: str) -> dict[int, str]:
@@ -157,13 +322,22 @@ async def part_workers(redis: Redis, task_id: str) -> dict[int, str]:
 
 async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
     raw = await redis.hgetall(task_key(task_id))
-    if not raw:
+    if not raw or b"state" not in raw:
         return None
     data = {k.decode(): v.decode() for k, v in raw.items()}
     return msgspec.convert(data, TaskRecord, strict=False)
 
 
 async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
+    return await _counts(redis, namespace, ttl)
+
+
+async def task_totals(redis: Redis, ttl: int) -> dict[str, int]:
+    """Tasks by state over every namespace (kept in sets of their own: no key scan)."""
+    return await _counts(redis, "*", ttl)
+
+
+async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
     cutoff = time.time() - ttl
     async with redis.pipeline(transaction=False) as pipe:
         for state in TASK_STATES:
@@ -183,13 +357,3 @@ async def workers_alive(redis: Redis) -> int:
     async for _ in redis.scan_iter(match=WORKER_KEY + "*", count=500):
         count += 1
     return count
-
-
-async def task_totals(redis: Redis) -> dict[str, int]:
-    """Tasks by state over every namespace."""
-    totals = dict.fromkeys(TASK_STATES, 0)
-    async for key in redis.scan_iter(match="zapomni:tasks:*", count=500):
-        state = key.decode().rsplit(":", 1)[1]
-        if state in totals:
-            totals[state] += int(await redis.zcard(key))
-    return totals

@@ -1,37 +1,34 @@
-"""Deleting a memory: forget its dedupe key first (in-flight ingest parts then stop), then
-remove its chunks in batches and the memory node. Safe to run again."""
+"""Deleting a memory. The delete task owns the memory from the moment it was accepted (the
+front took it over from its ingest, cancelling that ingest: shared/tasks.py), so no new ingest
+of the same text starts meanwhile; an ingest still running undoes its own late writes. The
+memory goes, then its chunks in batches; the task ends and gives the memory up in one step.
+Safe to run again: a re-run after the end does nothing."""
 
 from __future__ import annotations
 
 import time
 
-import msgspec
-
 from shared import tasks
 from shared.messages import DeleteJob
 from shared.queue import DELETE
-from workers.outcome import start_task, task_outcome
-from workers.resources import resources
+from workers.outcome import read_job, start_task, task_outcome
+from workers.resources import checkpoint, resources
 from workers.store import delete_memory_graph
 
 
 async def delete_memory(ctx: dict, payload: dict) -> str:
-    job = msgspec.convert(payload, DeleteJob)
     res = resources(ctx)
-    async with task_outcome(ctx, DELETE, job.task_id, job.namespace, job.memory_id):
-        await start_task(res, ctx, job.task_id, job.namespace)
-        owner = await tasks.owner_task(res.redis, job.namespace, job.memory_id)
-        if owner is not None:
-            await tasks.release_memory(res.redis, job.namespace, job.memory_id, owner)
-            record = await tasks.get_task(res.redis, owner)
-            if record is not None and record.state in ("queued", "running"):
-                await tasks.update_task(res.redis, owner, job.namespace, state="cancelled",
-                                        finished_at=time.time(),
-                                        message="the memory was deleted")
+    job = await read_job(res, payload, DeleteJob)
+    if job is None:
+        return "unreadable"
+    async with task_outcome(ctx, DELETE, job.task_id, job.namespace, job.memory_id) as run:
+        if not (await start_task(res, ctx, job.task_id)).ok:
+            return "done"  # ended already
         memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),
                                                      job.memory_id)
-        await tasks.update_task(res.redis, job.task_id, job.namespace, state="done", done=1,
-                                total=1, finished_at=time.time(),
-                                message=f"deleted {memories} memory and {chunks} chunks")
+        await checkpoint(res, "deleted", job)
+        await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
+                                    total=1, finished_at=time.time(),
+                                    message=f"deleted {memories} memory and {chunks} chunks")
         return "done"
-    return "failed"
+    return run.outcome

@@ -13,14 +13,12 @@ from __future__ import annotations
 import logging
 import time
 
-import msgspec
-
 from shared import cypher, metrics, tasks
 from shared.graphstore import run
 from shared.ids import graph_task_id
 from shared.messages import GraphJob, GraphPartJob, TaskRecord
 from shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
-from workers.outcome import start_task, task_outcome
+from workers.outcome import read_job, start_task, task_outcome
 from workers.resources import Resources, resources
 from workers.store import clear_entities, forget_entities, write_entities
 
@@ -28,12 +26,13 @@ log = logging.getLogger(__name__)
 
 
 async def build_graph(ctx: dict, payload: dict) -> str:
-    job = msgspec.convert(payload, GraphJob)
     res = resources(ctx)
+    job = await read_job(res, payload, GraphJob)
+    if job is None:
+        return "unreadable"
     async with task_outcome(ctx, BUILD_GRAPH, job.task_id, job.namespace, ""):
-        if await cancelled(res, job.task_id):
-            return "cancelled"
-        await start_task(res, ctx, job.task_id, job.namespace)
+        if not (await start_task(res, ctx, job.task_id)).ok:
+            return "ended"
         graph = res.store.graph(job.namespace)
         if job.rebuild:
             await undo(res, job)
@@ -42,9 +41,8 @@ async def build_graph(ctx: dict, payload: dict) -> str:
         chunk_ids = [row[0] for row in rows]
         size = max(1, res.settings.graph_part_chunks)
         parts = [chunk_ids[i : i + size] for i in range(0, len(chunk_ids), size)]
-        await tasks.update_task(res.redis, job.task_id, job.namespace, total=len(chunk_ids),
-                                message=f"{len(chunk_ids)} chunks to read in {len(parts)} "
-                                        "part(s)")
+        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(chunk_ids),
+                         message=f"{len(chunk_ids)} chunks to read in {len(parts)} part(s)")
         if not parts:
             await finish(res, job.task_id, job.namespace, "nothing new to read")
             return "done"
@@ -61,12 +59,13 @@ async def build_graph(ctx: dict, payload: dict) -> str:
 
 
 async def graph_part(ctx: dict, payload: dict) -> str:
-    job = msgspec.convert(payload, GraphPartJob)
     res = resources(ctx)
+    job = await read_job(res, payload, GraphPartJob)
+    if job is None:
+        return "unreadable"
     async with task_outcome(ctx, GRAPH_PART, job.task_id, job.namespace, ""):
-        if await cancelled(res, job.task_id):
-            return "cancelled"
-        await start_task(res, ctx, job.task_id, job.namespace)
+        if not (await start_task(res, ctx, job.task_id)).ok:
+            return "ended"
         return await extract_part(res, job)
     return "failed"
 
@@ -89,10 +88,12 @@ async def extract_part(res: Resources, job: GraphPartJob) -> str:
                 entities, relations = await write_entities(graph, [row[0] for row in rows],
                                                            found)
             metrics.CHUNKS_GRAPHED.inc(len(rows))
-            await tasks.add_progress(res.redis, job.task_id, done=len(rows),
-                                     entities=entities, relations=relations)
+            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
+                             add={"done": len(rows), "entities": entities,
+                                  "relations": relations})
         else:
-            await tasks.add_progress(res.redis, job.task_id, done=len(batch))
+            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
+                             add={"done": len(batch)})
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl, progress=False)
     if done >= job.parts:
@@ -104,8 +105,8 @@ async def extract_part(res: Resources, job: GraphPartJob) -> str:
 async def undo(res: Resources, job: GraphJob) -> None:
     """Rebuild: forget what the covered chunks added, so they are read afresh."""
     graph = res.store.graph(job.namespace)
-    await tasks.update_task(res.redis, job.task_id, job.namespace,
-                            message="clearing the previous graph")
+    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
+                     message="clearing the previous graph")
     if job.memory_ids is None:
         await clear_entities(graph)
         return
@@ -116,30 +117,27 @@ async def undo(res: Resources, job: GraphJob) -> None:
 
 async def cancelled(res: Resources, task_id: str) -> bool:
     record = await tasks.get_task(res.redis, task_id)
-    return record is not None and record.state == "cancelled"
+    return record is None or record.state not in tasks.ACTIVE
 
 
 async def finish(res: Resources, task_id: str, namespace: str, message: str) -> None:
     record = await tasks.get_task(res.redis, task_id)
-    if record is not None and record.state == "cancelled":
-        return
-    await tasks.update_task(res.redis, task_id, namespace, state="done",
-                            done=record.total if record else 0, finished_at=time.time(),
-                            message=message, error="")
+    await tasks.move(res.redis, task_id, "done", ttl=res.task_ttl,
+                     done=record.total if record else 0, finished_at=time.time(),
+                     message=message, error="")
 
 
 async def follow_ingest(res: Resources, ingest_task_id: str, namespace: str,
-                        memory_id: str) -> None:
+                        memory_id: str) -> str:
     """After an ingest: extract the new memory's entities in a graph task of its own, unless
-    the namespace has automatic extraction turned off. Idempotent (the id is derived)."""
+    the namespace has automatic extraction turned off. Idempotent (the id is derived).
+    Returns the graph task's id, or ''."""
     if not res.settings.graph_on(namespace):
-        return
+        return ""
     task_id = graph_task_id(ingest_task_id)
-    now = time.time()
-    if await tasks.get_task(res.redis, task_id) is None:
-        await tasks.create_task(res.redis, TaskRecord(
-            task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
-            created_at=now, message="waiting for a worker"), res.task_ttl)
-    await tasks.update_task(res.redis, ingest_task_id, namespace, graph_task_id=task_id)
+    await tasks.create_task(res.redis, TaskRecord(
+        task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
+        created_at=time.time(), message="waiting for a worker"), res.task_ttl)
     await enqueue_graph(res.redis, res.settings, GraphJob(task_id=task_id, namespace=namespace,
                                                            memory_ids=[memory_id]))
+    return task_id

@@ -5,6 +5,11 @@ and written in the same job; a large one fans out into ``embed_part`` jobs of at
 ``part_chunks`` chunks each, so several workers share it and every job stays short. The memory
 becomes searchable when its last part lands. Every step is idempotent (ids are derived, writes
 MERGE on them, parts are counted as a set), because arq runs a job at least once.
+
+A delete or a cancel takes the memory away from its ingest at any moment (shared/tasks.py).
+The ingest looks again after each of its writes, and when the memory is no longer its own it
+undoes what it wrote and stops; the memory is made searchable only by the script that also
+checks the ownership (``tasks.move(..., owning=True)``).
 """
 
 from __future__ import annotations
@@ -13,37 +18,39 @@ import asyncio
 import logging
 import time
 
-import msgspec
-
 from shared import metrics, tasks
-from shared.errors import EmbeddingRejected
+from shared.errors import EmbeddingRejected, StoreError
 from shared.graphstore import prepare_namespace
 from shared.messages import ChunkSpan, IngestJob, PartJob
 from shared.queue import EMBED_PART, INGEST, enqueue_part
 from workers.graph import follow_ingest
-from workers.outcome import JobRun, start_task, task_outcome
-from workers.resources import Resources, resources
-from workers.store import link_chunks, mark_ready, write_chunks, write_memory
+from workers.outcome import JobRun, read_job, start_task, task_outcome
+from workers.resources import Resources, checkpoint, resources
+from workers.store import link_chunks, mark_ready, undo_memory, write_chunks, write_memory
 
 log = logging.getLogger(__name__)
 
 
 async def ingest_memory(ctx: dict, payload: dict) -> str:
-    job = msgspec.convert(payload, IngestJob)
     res = resources(ctx)
+    job = await read_job(res, payload, IngestJob)
+    if job is None:
+        return "unreadable"
     async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
-            return "cancelled"
+            return run.outcome
         with metrics.STAGE_SECONDS.labels("chunk").time():
             chunks = await asyncio.to_thread(res.chunker.split, job.text)
         parts = split_parts(chunks, res.settings.part_chunks)
-        await tasks.update_task(res.redis, job.task_id, job.namespace, total=len(parts),
-                                message=f"{len(chunks)} chunks in {len(parts)} part(s)")
+        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
+                         message=f"{len(chunks)} chunks in {len(parts)} part(s)")
         await prepare_namespace(res.store, job.namespace, res.embedder.name,
                                 await res.embedder.dimension())
         await write_memory(res.store.graph(job.namespace), job, len(chunks))
+        if not await still_owned(res, run, job, "memory_written"):
+            return run.outcome
         if len(parts) == 1:
-            return await embed_and_write(res, PartJob(
+            return await embed_and_write(res, run, PartJob(
                 task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
                 part=0, parts=1, chunk_count=len(chunks), chunks=chunks))
         for i, part in enumerate(parts):
@@ -51,20 +58,22 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
                 task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
                 part=i, parts=len(parts), chunk_count=len(chunks), chunks=part))
         return f"fanned out into {len(parts)} parts"
-    return "failed"
+    return run.outcome
 
 
 async def embed_part(ctx: dict, payload: dict) -> str:
-    job = msgspec.convert(payload, PartJob)
     res = resources(ctx)
+    job = await read_job(res, payload, PartJob)
+    if job is None:
+        return "unreadable"
     async with task_outcome(ctx, EMBED_PART, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
-            return "cancelled"
-        return await embed_and_write(res, job)
-    return "failed"
+            return run.outcome
+        return await embed_and_write(res, run, job)
+    return run.outcome
 
 
-async def embed_and_write(res: Resources, job: PartJob) -> str:
+async def embed_and_write(res: Resources, run: JobRun, job: PartJob) -> str:
     started = time.perf_counter()
     with metrics.STAGE_SECONDS.labels("embed").time():
         vectors = await res.embedder.embed([c.text for c in job.chunks])
@@ -80,26 +89,56 @@ async def embed_and_write(res: Resources, job: PartJob) -> str:
     metrics.CHUNKS_EMBEDDED.inc(len(job.chunks))
     log.info("part %d/%d of %s: %d chunks, embed %.2fs, write %.2fs", job.part + 1, job.parts,
              job.memory_id, len(job.chunks), embedded - started, time.perf_counter() - embedded)
+    if not await still_owned(res, run, job, "part_written"):
+        return run.outcome
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl)
+    if done < 0:  # the task ended meanwhile (cancelled or failed): leave nothing behind
+        return await give_up(res, run, job)
     if done >= job.parts:
-        if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
-            return "cancelled"  # deleted or cancelled meanwhile: never mark it searchable
-        await finish_memory(res, job)
-        return "done"
+        return await finish_memory(res, run, job)
     return f"part {job.part + 1}/{job.parts} written"
 
 
-async def finish_memory(res: Resources, job: PartJob) -> None:
-    """The last part landed: link the chunks in order and make the memory searchable."""
+async def finish_memory(res: Resources, run: JobRun, job: PartJob) -> str:
+    """The last part landed: link the chunks in order, make the memory searchable, start
+    its entity extraction, and mark the task done, which succeeds only while the memory is
+    still this task's. A delete that came first wins: what was written is undone."""
     graph = res.store.graph(job.namespace)
     with metrics.STAGE_SECONDS.labels("finish").time():
         await link_chunks(graph, job.memory_id, job.chunk_count)
-        await mark_ready(graph, job.memory_id)
-    await tasks.update_task(res.redis, job.task_id, job.namespace, state="done",
-                            done=job.parts, finished_at=time.time(),
-                            message=f"searchable: {job.chunk_count} chunks", error="")
-    await follow_ingest(res, job.task_id, job.namespace, job.memory_id)
+        await checkpoint(res, "finishing", job)
+        if not await mark_ready(graph, job.memory_id, job.task_id):
+            if await tasks.owner_task(res.redis, job.namespace, job.memory_id) != job.task_id:
+                return await give_up(res, run, job)
+            raise StoreError("the memory's node is missing; it is written again")
+    follow = await follow_ingest(res, job.task_id, job.namespace, job.memory_id)
+    moved = await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, owning=True,
+                             done=job.parts, finished_at=time.time(), error="",
+                             message=f"searchable: {job.chunk_count} chunks",
+                             graph_task_id=follow)
+    if not moved.ok and moved.before != "done":
+        return await give_up(res, run, job)
+    return "done"
+
+
+async def give_up(res: Resources, run: JobRun, job: IngestJob | PartJob) -> str:
+    """The memory was taken from this task (deleted, or the task cancelled): undo its
+    writes. Only what is still this task's goes; a newer ingest of the same text keeps
+    its own."""
+    await undo_memory(res.store.graph(job.namespace), job.memory_id, job.task_id)
+    run.outcome = "cancelled"
+    return "cancelled"
+
+
+async def still_owned(res: Resources, run: JobRun, job: IngestJob | PartJob,
+                      point: str) -> bool:
+    """After a write: is the memory still this task's? If not, undo and say so."""
+    await checkpoint(res, point, job)
+    if await tasks.owner_task(res.redis, job.namespace, job.memory_id) == job.task_id:
+        return True
+    await give_up(res, run, job)
+    return False
 
 
 def split_parts(chunks: list[ChunkSpan], size: int) -> list[list[ChunkSpan]]:
@@ -108,21 +147,17 @@ def split_parts(chunks: list[ChunkSpan], size: int) -> list[list[ChunkSpan]]:
 
 
 async def begin(res: Resources, ctx: dict, run: JobRun, job: IngestJob | PartJob) -> bool:
-    """Start (or resume) the task, unless its memory was deleted meanwhile."""
-    if not await owns_memory(res, job.namespace, job.memory_id, job.task_id):
-        run.outcome = "cancelled"
+    """Start (or resume) the task, unless it has ended or its memory is no longer its own
+    (deleted or cancelled meanwhile: then what an earlier run wrote is undone)."""
+    moved = await start_task(res, ctx, job.task_id, owning=True)
+    if not moved.ok:
+        if moved.before == tasks.LOST:
+            await tasks.move(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
+                             finished_at=time.time(), message="the memory was deleted")
+        if moved.before in (tasks.LOST, "cancelled", "failed"):
+            await give_up(res, run, job)
+        run.outcome = "cancelled" if moved.before != "done" else "done"
         return False
-    await start_task(res, ctx, job.task_id, job.namespace)
+    await checkpoint(res, "owned", job)
     return True
 
-
-async def owns_memory(res: Resources, namespace: str, memory_id: str, task_id: str) -> bool:
-    """False once the memory was deleted (or its ingest failed): the job then does nothing."""
-    owner = await tasks.owner_task(res.redis, namespace, memory_id)
-    if owner == task_id:
-        return True
-    record = await tasks.get_task(res.redis, task_id)
-    if record is not None and record.state in ("queued", "running"):
-        await tasks.update_task(res.redis, task_id, namespace, state="cancelled",
-                                finished_at=time.time(), message="the memory was deleted")
-    return False

@@ -10,7 +10,10 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from arq.cron import cron
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
@@ -34,12 +37,15 @@ from workers.ingest import embed_part, ingest_memory
 from workers.lease import job_started, start_leases
 from workers.resources import close_models, close_resources, open_resources, resources
 from workers.runner import ZapomniWorker
+from workers.sweep import SWEEP, sweep_memories
 
 log = logging.getLogger(__name__)
 
 
-def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True) -> Worker:
-    """The arq Worker with every setting chosen on purpose (see DESIGN §5)."""
+def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
+                checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> Worker:
+    """The arq Worker with every setting chosen on purpose (see DESIGN §5). ``checkpoint``:
+    tests only (workers/resources.py)."""
     worker = ZapomniWorker(
         functions=[
             func(ingest_memory, name=INGEST),
@@ -48,11 +54,14 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
             func(build_graph, name=BUILD_GRAPH),
             func(graph_part, name=GRAPH_PART),
         ],
+        # one sweep at a time over all workers (arq's cron jobs have derived job ids)
+        cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
+                        minute=set(range(0, 60, max(1, settings.sweep_minutes))), second=7)],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=settings.queue_name,
         job_serializer=serialize,
         job_deserializer=deserialize,
-        on_startup=functools.partial(startup, settings=settings),
+        on_startup=functools.partial(startup, settings=settings, checkpoint=checkpoint),
         on_shutdown=close_resources,
         on_job_start=job_started,
         burst=burst,
@@ -71,8 +80,9 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
     return worker
 
 
-async def startup(ctx: dict, settings: Settings) -> None:
-    await open_resources(ctx, settings)
+async def startup(ctx: dict, settings: Settings,
+                  checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
+    await open_resources(ctx, settings, checkpoint)
     start_leases(resources(ctx))
 
 

@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import msgspec
 import redis.exceptions
 from arq.worker import Retry
 
 from shared import metrics, tasks
 from shared.errors import EmbeddingRejected, ZapomniError
+from shared.messages import JOB_VERSION, TASK_ID_PATTERN
+from shared.validation import describe
 from workers.resources import Resources, resources
-from workers.store import delete_memory_graph
+from workers.store import undo_memory
+
+J = TypeVar("J")
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +94,8 @@ async def retry_or_fail(res: Resources, ctx: dict, task_id: str, namespace: str,
         return
     delay = min(60, 2**attempt)
     log.warning("task %s attempt %d: %s; retrying in %ds", task_id, attempt, reason, delay)
-    await _quietly(tasks.update_task(
-        res.redis, task_id, namespace, heartbeat_at=time.time(),
+    await _quietly(tasks.move(
+        res.redis, task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
         message=f"waiting: {reason}; attempt {attempt} of {res.settings.max_tries}, "
                 f"retrying in {delay}s"))
     raise Retry(defer=delay)
@@ -96,15 +103,19 @@ async def retry_or_fail(res: Resources, ctx: dict, task_id: str, namespace: str,
 
 async def fail_task(res: Resources, task_id: str, namespace: str, memory_id: str,
                     reason: str) -> None:
-    record = await tasks.get_task(res.redis, task_id)
-    if record is not None and record.state in ("done", "cancelled"):
-        return  # a late re-run of a finished task must not undo it
+    """Fail an active task for good (a finished one stays as it is). A failed ingest
+    leaves nothing half-written and gives its memory up, so the text may be added again;
+    a failed delete gives it up too (what it removed stays removed)."""
+    moved = await tasks.end_and_release(res.redis, task_id, "failed", ttl=res.task_ttl,
+                                        error=reason, finished_at=time.time(),
+                                        message="failed")
+    if not moved.ok:
+        return  # ended already: a late re-run of a finished task must not undo it
     log.error("task %s failed: %s", task_id, reason)
-    if record is not None and record.kind == "ingest":
-        await delete_memory_graph(res.store.graph(namespace), memory_id)
-        await tasks.release_memory(res.redis, namespace, memory_id, task_id)
-    await tasks.update_task(res.redis, task_id, namespace, state="failed", error=reason,
-                            finished_at=time.time(), message="failed")
+    if memory_id:
+        record = await tasks.get_task(res.redis, task_id)
+        if record is not None and record.kind == "ingest":
+            await undo_memory(res.store.graph(namespace), memory_id, task_id)
 
 
 async def _quietly(coro) -> None:
@@ -114,17 +125,35 @@ async def _quietly(coro) -> None:
         log.warning("could not record task progress: Redis is unreachable")
 
 
-async def start_task(res: Resources, ctx: dict, task_id: str, namespace: str) -> None:
-    """Record that a job of this task runs here; give up on a job whose earlier tries all
-    died with their worker (arq allows one try more than max_tries so that this runs)."""
+async def start_task(res: Resources, ctx: dict, task_id: str, *,
+                     owning: bool = False) -> tasks.Moved:
+    """Record that a job of this task runs here (queued -> running, or running again after
+    a crash); refused once the task has ended or, ``owning``, lost its memory. Gives up on a
+    job whose earlier tries all died with their worker (arq allows one try more than
+    max_tries so that this runs)."""
     attempt = int(ctx.get("job_try", 1))
     if attempt > res.settings.max_tries:
         raise JobAbandoned(f"gave up after {attempt - 1} attempts: the worker running this "
                            "job stopped each time; see the workers' logs")
-    now = time.time()
-    record = await tasks.get_task(res.redis, task_id)
-    fields: dict[str, object] = {"worker": res.worker_id, "heartbeat_at": now,
-                                 "attempts": ctx.get("job_try", 1)}
-    if record is None or record.state == "queued":
-        fields.update(state="running", started_at=now)
-    await tasks.update_task(res.redis, task_id, namespace, **fields)
+    return await tasks.move(res.redis, task_id, "running", ttl=res.task_ttl, owning=owning,
+                            worker=res.worker_id, heartbeat_at=time.time(), attempts=attempt)
+
+
+async def read_job(res: Resources, payload: Any, kind: type[J]) -> J | None:
+    """Decode a job leniently (fields it does not know are ignored). A job this worker
+    cannot read at all fails its task, with a message that says why, instead of being
+    retried until it expires."""
+    try:
+        return msgspec.convert(payload, kind)
+    except msgspec.ValidationError as exc:
+        problem = describe(exc)
+    version = payload.get("version", "?") if isinstance(payload, dict) else "?"
+    task_id = payload.get("task_id") if isinstance(payload, dict) else None
+    reason = (f"this worker cannot read the job ({problem}; job version {version}, the "
+              f"worker reads version {JOB_VERSION}): run workers of the same Zapomni "
+              "version as the front")
+    log.error("unreadable %s: %s", kind.__name__, reason)
+    if isinstance(task_id, str) and re.fullmatch(TASK_ID_PATTERN, task_id):
+        await tasks.end_and_release(res.redis, task_id, "failed", ttl=res.task_ttl,
+                                    error=reason, finished_at=time.time(), message="failed")
+    return None

@@ -8,7 +8,9 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from arq.connections import ArqRedis
 
@@ -33,6 +35,9 @@ class Resources:
     heartbeat: asyncio.Task | None = None
     leases: asyncio.Task | None = None
     running: set[str] = field(default_factory=set)  # arq job ids this worker runs now
+    # tests only: awaited at named points of a job (workers/ingest.py), to force a race at
+    # its exact moment; None in every process that serves
+    checkpoint: Callable[[str, Any], Awaitable[None]] | None = None
 
     @property
     def task_ttl(self) -> int:
@@ -80,7 +85,15 @@ def resources(ctx: dict) -> Resources:
     return ctx["res"]
 
 
-async def open_resources(ctx: dict, settings: Settings) -> None:
+async def checkpoint(res: Resources, point: str, job: Any) -> None:
+    """Let a test act at this point of a job (see Resources.checkpoint)."""
+    if res.checkpoint is not None:
+        await res.checkpoint(point, job)
+
+
+async def open_resources(ctx: dict, settings: Settings,
+                         checkpoint: Callable[[str, Any], Awaitable[None]] | None = None
+                         ) -> None:
     embedder = make_embedder(settings)
     if settings.embed_cache_days:
         embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400)
@@ -90,6 +103,7 @@ async def open_resources(ctx: dict, settings: Settings) -> None:
         store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
         embedder=embedder,
         chunker=Chunker(chunk_budget(settings), settings.chunk_overlap),
+        checkpoint=checkpoint,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res

@@ -39,19 +39,25 @@ def meta_pairs(metadata_json: str) -> list[str]:
                   if isinstance(value, str | int | float | bool))
 
 
-async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> None:
-    await run(graph, cypher.MERGE_MEMORY, op="memory", params={
+async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> bool:
+    """Write the memory node (not yet searchable); False when a newer ingest of the same
+    text has written it meanwhile (this job's writes are then someone else's leftovers)."""
+    rows = await run(graph, cypher.MERGE_MEMORY, op="memory", params={
         "id": job.memory_id, "namespace": job.namespace, "content_hash": job.content_hash,
         "text": job.text, "source": job.source, "tags": job.tags,
         "metadata": job.metadata_json, "meta_kv": meta_pairs(job.metadata_json),
         "created_at": job.created_at, "chunk_count": chunk_count, "after": job.after,
+        "task_id": job.task_id, "gen": job.gen,
     })
+    if not rows or not rows[0][0]:
+        return False
     if job.thread:
         # whichever of two neighbours is written second makes the edge (writes to a graph
         # are serialised), so workers may write a thread's turns in any order
         await run(graph, cypher.LINK_TURN_BEFORE, {"id": job.memory_id, "after": job.after},
                   op="memory")
         await run(graph, cypher.LINK_TURN_AFTER, {"id": job.memory_id}, op="memory")
+    return True
 
 
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],
@@ -71,25 +77,40 @@ async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> No
                   "link")
 
 
-async def mark_ready(graph: AsyncGraph, memory_id: str) -> bool:
-    return bool(await run(graph, cypher.MARK_READY, {"id": memory_id}, "ready"))
+async def mark_ready(graph: AsyncGraph, memory_id: str, task_id: str) -> bool:
+    """Make the memory searchable, if it is still this task's."""
+    return bool(await run(graph, cypher.MARK_READY, {"id": memory_id, "task_id": task_id},
+                          "ready"))
 
 
 async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, int]:
-    """Delete a memory's chunks (in batches) and then the memory; (memories, chunks) deleted.
-    What its chunks added to the knowledge graph goes first."""
+    """Delete a memory, then its chunks (in batches); (memories, chunks) deleted. What its
+    chunks added to the knowledge graph goes first. The memory goes before its chunks, so
+    that a chunk an old writer adds meanwhile finds no memory to join (and is removed by
+    the chunk batches, or by that writer's undo)."""
     rows = await run(graph, cypher.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])
+    rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
+    memories = int(rows[0][0]) if rows else 0
+    return memories, await _delete_chunks(graph, cypher.DELETE_CHUNKS, {"id": memory_id})
+
+
+async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:
+    """Remove what the ingest ``task_id`` wrote, as long as the memory is its own (or gone):
+    a newer ingest of the same text that took the memory over keeps it. Chunks removed."""
+    await run(graph, cypher.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
+    return await _delete_chunks(graph, cypher.UNDO_CHUNKS,
+                                {"id": memory_id, "task_id": task_id})
+
+
+async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
     chunks = 0
     while True:
-        rows = await run(graph, cypher.DELETE_CHUNKS, {"id": memory_id, "batch": DELETE_BATCH},
-                         "delete")
+        rows = await run(graph, query, {**params, "batch": DELETE_BATCH}, "delete")
         deleted = int(rows[0][0]) if rows else 0
         chunks += deleted
         if deleted < DELETE_BATCH:
-            break
-    rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
-    return (int(rows[0][0]) if rows else 0), chunks
+            return chunks
 
 
 # ---- the knowledge graph ----

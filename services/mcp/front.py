@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
+import msgspec
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
@@ -70,13 +71,14 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
                         memory_id=mid, total=1, created_at=now, message="waiting for a worker")
-    existing, before = await redis_call(front, tasks.claim_memory(
-        front.redis, record, front.task_ttl, memory.thread))
-    if existing is not None:
-        return await _duplicate(front, memory, mid, existing)
+    claim = await redis_call(front, tasks.claim_memory(front.redis, record, front.task_ttl,
+                                                       memory.thread))
+    if claim.owner:
+        return await _duplicate(front, memory, mid, claim)
+    record = msgspec.structs.replace(record, gen=claim.gen)
     try:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, record, before)))
+                                               ingest_job(memory, record, claim.after)))
     except Unavailable:
         await _forget_claim(front, record)
         raise
@@ -92,19 +94,24 @@ def ingest_job(memory: AddMemory, record: TaskRecord, after: str) -> IngestJob:
                      namespace=memory.namespace, text=memory.text,
                      content_hash=memory.content_hash, tags=memory.tags, source=memory.source,
                      metadata_json=memory.metadata_json, created_at=record.created_at,
-                     thread=memory.thread, after=after)
+                     thread=memory.thread, after=after, gen=record.gen)
 
 
-async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) -> AddReceipt:
-    """The text was added before. If its task has not finished, enqueue its job again: arq
-    ignores a job id it still holds, and if the job was lost the retry brings it back (with
-    the turn before it in its thread, kept in the task record by the claim)."""
-    found = await redis_call(front, tasks.get_task(front.redis, task_id))
+async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim
+                     ) -> AddReceipt:
+    """The text was added before. If its ingest has not finished, enqueue its job again:
+    arq ignores a job id it still holds, and if the job was lost the retry brings it back
+    (with the turn before it in its thread, kept in the task record by the claim). While a
+    delete of it is under way, the add is refused until the delete is done."""
+    if claim.kind == "delete":
+        raise Unavailable(f"memory {mid} is being deleted (task {claim.owner}); nothing was "
+                          "stored. Add it again once that task is done, in a few seconds")
+    found = await redis_call(front, tasks.get_task(front.redis, claim.owner))
     state = found.state if found else "done"
-    if found is not None and state in ("queued", "running"):
+    if found is not None and state in tasks.ACTIVE:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
                                                ingest_job(memory, found, found.after)))
-    return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
+    return AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
                       namespace=memory.namespace)
 
 
@@ -135,19 +142,32 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
     owner = await redis_call(front, tasks.owner_task(front.redis, ref.namespace, ref.memory_id))
     if owner is None:
         await front.query.call("/v1/memory", ref, dict)  # NotFound when it is not stored
-    task_id = await queue_delete(front, ref.namespace, ref.memory_id, "waiting for a worker")
-    return DeleteReceipt(memory_id=ref.memory_id, task_id=task_id, status="queued",
+    task_id, state = await queue_delete(front, ref.namespace, ref.memory_id,
+                                        "waiting for a worker")
+    return DeleteReceipt(memory_id=ref.memory_id, task_id=task_id, status=state,
                          namespace=ref.namespace)
 
 
-async def queue_delete(front: Front, namespace: str, memory_id: str, message: str) -> str:
-    """Record a delete task and enqueue its job; its task id."""
+async def queue_delete(front: Front, namespace: str, memory_id: str, message: str, *,
+                       cancelling: str = "") -> tuple[str, str]:
+    """Take the memory over for a delete task and enqueue its job: (task id, state). An
+    ingest under way is cancelled in the same step (``cancelling``: only that ingest; then
+    the task id is '' when it no longer owns the memory). A delete already under way is
+    answered instead of a second one."""
     record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=namespace,
                         memory_id=memory_id, total=1, created_at=time.time(), message=message)
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    note = (f"cancelled by request; {record.task_id} removes what was written" if cancelling
+            else "the memory was deleted")
+    code, owner = await redis_call(front, tasks.take_for_delete(
+        front.redis, record, front.task_ttl, from_task=cancelling, message=note))
+    if code == 0:
+        return "", ""
+    if code == 2:
+        pending = await redis_call(front, tasks.get_task(front.redis, owner))
+        return owner, pending.state if pending else "queued"
     job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace)
     await redis_call(front, enqueue_delete(front.redis, front.settings, job))
-    return record.task_id
+    return record.task_id, "queued"
 
 
 async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
@@ -167,23 +187,22 @@ async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
 
 async def cancel_task(front: Front, task_id: str) -> TaskRecord:
     """Stop a queued or running task. A graph task stops before its next batch (what it
-    wrote stays: whole batches). An ingest task is undone: a delete removes what its
-    workers wrote, so the text can be added again. Deletes cannot be cancelled."""
+    wrote stays: whole batches). An ingest task is undone: a delete takes its memory over
+    (in the same step that cancels it) and removes what its workers wrote, so the text can
+    be added again. Deletes cannot be cancelled."""
     record = await task_status(front, task_id)
-    if record.state not in ("queued", "running"):
+    if record.state not in tasks.ACTIVE:
         return record
     if record.kind == "delete":
         raise InvalidInput("task_id: a delete cannot be cancelled once accepted")
-    message = "cancelled by request"
     if record.kind == "ingest":
-        await redis_call(front, tasks.release_memory(front.redis, record.namespace,
-                                                     record.memory_id, task_id))
-        undo = await queue_delete(front, record.namespace, record.memory_id,
-                                  "waiting for a worker (undoing a cancelled ingest)")
-        message = f"cancelled by request; {undo} removes what was written"
-    await redis_call(front, tasks.update_task(front.redis, task_id, record.namespace,
-                                              state="cancelled", finished_at=time.time(),
-                                              message=message))
+        await queue_delete(front, record.namespace, record.memory_id,
+                           "waiting for a worker (undoing a cancelled ingest)",
+                           cancelling=task_id)
+    else:
+        await redis_call(front, tasks.move(front.redis, task_id, "cancelled",
+                                           ttl=front.task_ttl, finished_at=time.time(),
+                                           message="cancelled by request"))
     return await task_status(front, task_id)
 
 

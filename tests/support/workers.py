@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -23,8 +23,12 @@ from shared.validation import decode_add_memory
 from workers.main import make_worker
 
 
-async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0) -> None:
-    workers = [make_worker(settings, burst=True, handle_signals=False) for _ in range(count)]
+async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0,
+                      checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
+    """``count`` burst workers until the queue is empty; ``checkpoint``: awaited at named
+    points of each job (workers/resources.py), to act at an exact moment."""
+    workers = [make_worker(settings, burst=True, handle_signals=False, checkpoint=checkpoint)
+               for _ in range(count)]
     try:
         async with asyncio.timeout(timeout):
             await asyncio.gather(*(w.main() for w in workers))

@@ -2,7 +2,7 @@ import msgspec
 import pytest
 
 from shared.ids import chunk_id, memory_id, new_task_id
-from shared.messages import ChunkSpan, IngestJob, PartJob
+from shared.messages import ChunkSpan, IngestJob, MemoryRef, PartJob
 from shared.queue import deserialize, serialize
 from shared.settings import Settings
 
@@ -35,10 +35,17 @@ def test_failed_job_results_serialize_their_exception_as_text():
     assert deserialize(raw)["r"] == "ValueError: boom"
 
 
-def test_unknown_job_fields_are_refused():
+def test_a_newer_job_with_fields_this_worker_does_not_know_still_decodes():
+    """A rolling upgrade: a newer front's job reaches an older worker."""
+    job = msgspec.convert({"task_id": "t", "memory_id": "m", "namespace": "n", "text": "x",
+                           "content_hash": "h", "version": 2, "some_new_field": [1]},
+                          IngestJob)
+    assert (job.task_id, job.text, job.version) == ("t", "x", 2)
+
+
+def test_tool_arguments_stay_strict():
     with pytest.raises(msgspec.ValidationError, match="unknown field `extra`"):
-        msgspec.convert({"task_id": "t", "memory_id": "m", "namespace": "n", "text": "x",
-                         "content_hash": "h", "extra": 1}, IngestJob)
+        msgspec.convert({"memory_id": "mem_" + "0" * 32, "extra": 1}, MemoryRef)
 
 
 def test_settings_from_environment():

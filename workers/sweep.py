@@ -1,0 +1,59 @@
+"""The periodic sweep: memories left not searchable by a task that has ended.
+
+Every ingest undoes its own writes when it fails or loses its memory, but a worker killed at
+the wrong moment cannot. The sweep (an arq cron job, one run at a time over all workers)
+pages through each namespace's not-ready memories and removes those whose ingest task has
+ended or expired, with the same conditional undo an ingest uses: a newer ingest of the same
+text that took the memory over keeps it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from shared import cypher, tasks
+from shared.graphstore import GRAPH_PREFIX, list_graphs, run
+from workers.resources import Resources, resources
+from workers.store import undo_memory
+
+log = logging.getLogger(__name__)
+
+SWEEP = "sweep_memories"
+SWEEP_PAGE = 500  # not-ready memories looked at per namespace and run
+MAX_NAMESPACES = 10_000  # namespaces swept per run
+
+
+async def sweep_memories(ctx: dict) -> str:
+    res = resources(ctx)
+    names = [name[len(GRAPH_PREFIX):] for name in await list_graphs(res.store)
+             if name.startswith(GRAPH_PREFIX)][:MAX_NAMESPACES]
+    removed = 0
+    for namespace in names:
+        removed += await sweep_namespace(res, namespace)
+    if removed:
+        log.info("sweep removed %d memories left unfinished by ended tasks", removed)
+    return f"removed {removed} of {len(names)} namespaces' unfinished memories"
+
+
+async def sweep_namespace(res: Resources, namespace: str) -> int:
+    graph = res.store.graph(namespace)
+    rows = await run(graph, cypher.UNREADY, {"before": time.time(), "limit": SWEEP_PAGE})
+    removed = 0
+    for memory_id, task_id in rows:
+        if await ended(res, namespace, memory_id, task_id):
+            await undo_memory(graph, memory_id, task_id)
+            removed += 1
+    return removed
+
+
+async def ended(res: Resources, namespace: str, memory_id: str, task_id: str) -> bool:
+    """The memory's writer has ended (or, for a memory written before writers were named,
+    no live ingest owns it)."""
+    if not task_id:
+        owner = await tasks.owner_task(res.redis, namespace, memory_id)
+        if owner is None:
+            return True
+        task_id = owner
+    record = await tasks.get_task(res.redis, task_id)
+    return record is None or record.state in tasks.TERMINAL
