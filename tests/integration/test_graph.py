@@ -179,7 +179,9 @@ async def test_cancel_stops_a_graph_task_between_batches(settings, query_service
         await front.aclose()
     counts = await stored(quiet, graph=True)
     assert final.state == "cancelled" and record.state == "running"
-    assert 4 <= counts["extracted"] < 60 and final.done == counts["extracted"]
+    # the batch under way when the cancel landed is written whole, but a cancelled task
+    # takes no more progress (terminal states are final)
+    assert 4 <= final.done <= counts["extracted"] <= final.done + quiet.graph_batch < 60
     assert await broken(quiet) == dict.fromkeys(await broken(quiet), 0)
 
 

@@ -126,7 +126,8 @@ async def test_unknown_ids_say_not_found(client):
 async def test_internal_errors_are_masked(client, aredis):
     task_id = "task_" + "1" * 32
     await aredis.hset(f"zapomni:task:{task_id}", mapping={"task_id": task_id, "kind": "x",
-                                                          "namespace": "n", "done": "lots"})
+                                                          "namespace": "n", "state": "running",
+                                                          "done": "lots"})
     message = await error(client, "graph_status", task_id=task_id)
     assert message == "Error calling tool 'graph_status'"
 
