@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
+from shared import heartbeat
 from shared.messages import TASK_STATES, TaskRecord
 
 TASK_KEY = "zapomni:task:"
@@ -179,10 +180,7 @@ async def queue_depth(redis: Redis, queue_name: str) -> int:
 
 
 async def workers_alive(redis: Redis) -> int:
-    count = 0
-    async for _ in redis.scan_iter(match=WORKER_KEY + "*", count=500):
-        count += 1
-    return count
+    return await heartbeat.count_alive(redis)
 
 
 async def task_totals(redis: Redis) -> dict[str, int]:

@@ -11,7 +11,7 @@ from typing import TypeVar
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import metrics, tasks
+from shared import capacity, metrics, tasks
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
@@ -26,7 +26,13 @@ from shared.messages import (
     TaskReceipt,
     TaskRecord,
 )
-from shared.queue import connect_queue, enqueue_delete, enqueue_graph, enqueue_ingest
+from shared.queue import (
+    connect_queue,
+    enqueue_delete,
+    enqueue_graph,
+    enqueue_ingest,
+    payload_size,
+)
 from shared.settings import Settings
 
 T = TypeVar("T")
@@ -70,13 +76,19 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
                         memory_id=mid, total=1, created_at=now, message="waiting for a worker")
+    # the bytes first: a refused add leaves nothing behind (no claim, no turn in a thread)
+    await redis_call(front, capacity.reserve(
+        front.redis, front.settings, record.task_id,
+        payload_size(ingest_job(memory, record, "")), check=True))
     existing, before = await redis_call(front, tasks.claim_memory(
         front.redis, record, front.task_ttl, memory.thread))
     if existing is not None:
+        await redis_call(front, capacity.release(front.redis, record.task_id))
         return await _duplicate(front, memory, mid, existing)
     try:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, record, before)))
+                                               ingest_job(memory, record, before),
+                                               bounded=True))
     except Unavailable:
         await _forget_claim(front, record)
         raise
@@ -103,7 +115,8 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, task_id: str) ->
     state = found.state if found else "done"
     if found is not None and state in ("queued", "running"):
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, found, found.after)))
+                                               ingest_job(memory, found, found.after),
+                                               bounded=True))
     return AddReceipt(memory_id=mid, task_id=task_id, duplicate=True, status=state,
                       namespace=memory.namespace)
 
@@ -158,10 +171,12 @@ async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
     record = TaskRecord(task_id=new_task_id(), kind="graph", namespace=request.namespace,
                         created_at=now, message=f"waiting for a worker ({scope}"
                                                 f"{', rebuild' if request.rebuild else ''})")
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
     job = GraphJob(task_id=record.task_id, namespace=request.namespace,
                    memory_ids=request.memory_ids, rebuild=request.rebuild)
-    await redis_call(front, enqueue_graph(front.redis, front.settings, job))
+    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
+                                             payload_size(job), check=True))
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    await redis_call(front, enqueue_graph(front.redis, front.settings, job, bounded=True))
     return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
 
 
