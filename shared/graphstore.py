@@ -17,11 +17,12 @@ from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
 from shared import cypher
-from shared.errors import EmbeddingRejected, StoreError, Unavailable
+from shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
+TIMED_OUT = "Query timed out"  # FalkorDB's answer to a query past its TIMEOUT
 GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" would clash
 
 
@@ -34,6 +35,21 @@ def meta_pair(key: str, value: object) -> str:
     by search filters: "key=<JSON value>", so 12 and "12" stay different and no user key
     ever becomes a property name in Cypher."""
     return f"{key}={msgspec.json.encode(value).decode()}"
+
+
+def read_timeout_ms(settings: Settings) -> int:
+    """FalkorDB stops a read after this long: nine tenths of the time the front waits for an
+    answer (request_timeout), so a search the front gives up on does not keep FalkorDB busy,
+    and the error says why before the front stops waiting."""
+    return max(1, int(settings.request_timeout * 900))
+
+
+class Graph(AsyncGraph):
+    """One namespace's graph; its reads carry FalkorDB's per-query time limit."""
+
+    def __init__(self, db: FalkorDB, name: str, read_timeout: int) -> None:
+        super().__init__(db, name)
+        self.read_timeout = read_timeout  # milliseconds
 
 
 class GraphStore:
@@ -58,8 +74,8 @@ class GraphStore:
         self.settings = settings
         self.prepared: dict[str, tuple[str, int]] = {}  # namespace -> (model, dim)
 
-    def graph(self, namespace: str) -> AsyncGraph:
-        return self.db.select_graph(graph_name(namespace))
+    def graph(self, namespace: str) -> Graph:
+        return Graph(self.db, graph_name(namespace), read_timeout_ms(self.settings))
 
     async def aclose(self) -> None:
         await self.db.connection.aclose()
@@ -75,15 +91,21 @@ async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = Non
 async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
                   read_only: bool = False) -> QueryResult:
     """``run`` with the whole result: rows and what the query created or deleted."""
+    limit = getattr(graph, "read_timeout", None) if read_only else None
     for attempt in (1, 2):
         try:
             if read_only:
-                return await graph.ro_query(query, params)
+                return await graph.ro_query(query, params, timeout=limit)
             return await graph.query(query, params)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                 OSError) as exc:
             raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
         except redis.exceptions.ResponseError as exc:
+            if str(exc) == TIMED_OUT:
+                raise Overloaded(
+                    f"the query ran over its time limit ({(limit or 0) / 1000:g} s) in "
+                    "the graph store and was stopped; retry in a few seconds, or ask for "
+                    "less (a lower limit, a filter)") from None
             if attempt == 1 and "db.idx." in str(exc):
                 # after a restart FalkorDB rebuilds its indexes in the background, and an
                 # index query meanwhile fails with "Invalid arguments"

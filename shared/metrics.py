@@ -38,6 +38,7 @@ QUERY_CACHE = Counter("zapomni_query_embedding_cache_total",
                       "Query embeddings served from the Redis cache (hit) or computed (miss)",
                       ["result"])
 QUEUE_DEPTH = Gauge("zapomni_queue_depth", "Jobs queued or running")
+QUEUE_BYTES = Gauge("zapomni_queue_bytes", "Payload bytes of the jobs queued or running")
 QUEUE_OLDEST = Gauge("zapomni_queue_oldest_age_seconds",
                      "Age of the oldest job that is due and waiting")
 WORKERS_ALIVE = Gauge("zapomni_workers_alive", "Workers with a live heartbeat")
@@ -62,6 +63,6 @@ FALKORDB_WRITE_SECONDS = Histogram("zapomni_falkordb_write_seconds",
                                    "FalkorDB write query latency", ["op"], buckets=SLOW)
 
 ALL = (TOOL_CALLS, TOOL_SECONDS, ENQUEUE_SECONDS, REFUSALS, SEARCH_SECONDS, SEARCH_CANDIDATES,
-       QUERY_CACHE, QUEUE_DEPTH, QUEUE_OLDEST, WORKERS_ALIVE, TASKS, JOBS, JOB_SECONDS,
-       STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS, EMBED_IN_FLIGHT, EMBED_CACHE,
-       FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED)
+       QUERY_CACHE, QUEUE_DEPTH, QUEUE_BYTES, QUEUE_OLDEST, WORKERS_ALIVE, TASKS, JOBS,
+       JOB_SECONDS, STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS, EMBED_IN_FLIGHT,
+       EMBED_CACHE, FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED)

@@ -1,5 +1,5 @@
 """The arq queue: Redis connection, msgpack serialisation (msgspec, no pickle), job names and
-the enqueue calls the front and the workers make."""
+the enqueue calls the front and the workers make (each job's bytes reserved: shared/capacity.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import msgspec
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
+from shared import capacity
 from shared.ids import part_job_id
 from shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob
 from shared.settings import Settings
@@ -30,6 +31,11 @@ def _encode_unknown(obj: Any) -> Any:
 
 serialize = msgspec.msgpack.Encoder(enc_hook=_encode_unknown).encode
 deserialize = msgspec.msgpack.Decoder().decode
+
+
+def payload_size(job: Any) -> int:
+    """The bytes a job takes in the queue (its arguments; arq adds a few dozen)."""
+    return len(serialize(job))
 
 
 def connect_queue(settings: Settings, *, max_connections: int | None = None) -> ArqRedis:
@@ -55,26 +61,42 @@ def _expires(settings: Settings) -> timedelta:
     return timedelta(days=settings.job_expires_days)
 
 
-async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob) -> bool:
-    """False when a job with this task id is already queued or ran recently."""
-    queued = await redis.enqueue_job(INGEST, job, _job_id=job.task_id, _expires=_expires(settings))
+async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
+                  bounded: bool = False) -> bool:
+    """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/capacity.py).
+    ``bounded``: refuse (Overloaded) when the queue is full; the front's adds and graph
+    builds are, while what workers enqueue (fan-out parts, follow-up graph jobs) and deletes
+    are only counted. False when arq already holds a job with this id or ran it recently."""
+    await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
+    try:
+        queued = await redis.enqueue_job(function, job, _job_id=job_id,
+                                         _expires=_expires(settings))
+    except BaseException:
+        await capacity.release_quietly(redis, job_id)
+        raise
+    if queued is None:
+        await capacity.release(redis, job_id)  # a no-op while arq holds the job
     return queued is not None
 
 
+async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob, *,
+                         bounded: bool = False) -> bool:
+    """False when a job with this task id is already queued or ran recently."""
+    return await enqueue(redis, settings, INGEST, job, job.task_id, bounded=bounded)
+
+
 async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> None:
-    await redis.enqueue_job(
-        EMBED_PART, job, _job_id=part_job_id(job.task_id, job.part), _expires=_expires(settings)
-    )
+    await enqueue(redis, settings, EMBED_PART, job, part_job_id(job.task_id, job.part))
 
 
 async def enqueue_delete(redis: ArqRedis, settings: Settings, job: DeleteJob) -> None:
-    await redis.enqueue_job(DELETE, job, _job_id=job.task_id, _expires=_expires(settings))
+    await enqueue(redis, settings, DELETE, job, job.task_id)
 
 
-async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob) -> None:
-    await redis.enqueue_job(BUILD_GRAPH, job, _job_id=job.task_id, _expires=_expires(settings))
+async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,
+                        bounded: bool = False) -> None:
+    await enqueue(redis, settings, BUILD_GRAPH, job, job.task_id, bounded=bounded)
 
 
 async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
-    await redis.enqueue_job(GRAPH_PART, job, _job_id=part_job_id(job.task_id, job.part),
-                            _expires=_expires(settings))
+    await enqueue(redis, settings, GRAPH_PART, job, part_job_id(job.task_id, job.part))

@@ -42,6 +42,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # queue and jobs
     queue_name: str = "zapomni:queue"
     max_queue_depth: int = 10_000
+    # payload bytes of the jobs waiting or running (fan-out parts included): the front
+    # refuses new adds past it. 256 MiB keeps the queue's share of Redis's memory bounded on
+    # a small machine and still holds 25 texts of the largest size (10 MB) at once
+    max_queue_bytes: int = 256 * 1024 * 1024
     job_timeout: int = 120  # seconds; fan-out keeps every job far below this
     max_tries: int = 8
     job_lease: int = 10  # seconds a dead worker's job stays claimed; live workers renew it

@@ -38,8 +38,6 @@ from redis.asyncio import Redis
 from shared.messages import TASK_STATES, TaskRecord
 
 TASK_KEY = "zapomni:task:"
-WORKER_KEY = "zapomni:worker:"  # + worker id, refreshed by each live worker
-WORKER_TTL = 15
 ACTIVE = ("queued", "running")
 TERMINAL = ("done", "failed", "cancelled")
 LOST = "lost"  # what a refused move reports when the task no longer owns its memory
@@ -174,11 +172,21 @@ place(KEYS[1], ARGV[1], '', 'queued', ARGV[3])
 return 1
 """
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+# An add whose job could not be enqueued, undone: the claim, the turn it took in its thread,
+# the record and its place in the count sets. KEYS: claim, record, [thread's last memory].
+# ARGV: task id, memory id, the memory before it in the thread
+_FORGET = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[2] then
+  if ARGV[3] == '' then redis.call('DEL', KEYS[3]) else redis.call('SET', KEYS[3], ARGV[3]) end
+end
+local ns = redis.call('HGET', KEYS[2], 'namespace')
+if ns then
+  redis.call('ZREM', 'zapomni:tasks:' .. ns .. ':queued', ARGV[1])
+  redis.call('ZREM', 'zapomni:tasks:*:queued', ARGV[1])
+end
+return redis.call('DEL', KEYS[2])
 """
-
 
 @dataclass(frozen=True)
 class Moved:
@@ -265,9 +273,13 @@ async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
     return int(code), _text(owner)
 
 
-async def release_memory(redis: Redis, namespace: str, memory_id: str, task_id: str) -> None:
-    """Forget that ``task_id`` owns the memory, so the same text can be added again."""
-    await redis.eval(_RELEASE, 1, memory_key(namespace, memory_id), task_id)
+async def forget_claim(redis: Redis, record: TaskRecord, thread: str, before: str) -> None:
+    """Undo ``claim_memory`` for a task whose job never reached the queue, so that a retry
+    of the same text is a new add (and its thread keeps the turn it had before)."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
+    if thread:
+        keys.append(last_key(record.namespace, thread))
+    await redis.eval(_FORGET, len(keys), *keys, record.task_id, record.memory_id, before)
 
 
 async def owner_task(redis: Redis, namespace: str, memory_id: str) -> str | None:
@@ -350,10 +362,3 @@ async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
 async def queue_depth(redis: Redis, queue_name: str) -> int:
     """Jobs waiting or running (arq keeps a job in its queue's sorted set until it ends)."""
     return int(await redis.zcard(queue_name))
-
-
-async def workers_alive(redis: Redis) -> int:
-    count = 0
-    async for _ in redis.scan_iter(match=WORKER_KEY + "*", count=500):
-        count += 1
-    return count

@@ -17,6 +17,7 @@ from arq.cron import cron
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
+from shared import capacity, heartbeat
 from shared.logs import configure_logging
 from shared.queue import (
     BUILD_GRAPH,
@@ -29,7 +30,6 @@ from shared.queue import (
     serialize,
 )
 from shared.settings import Settings
-from shared.tasks import WORKER_KEY
 from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
 from workers.graph import build_graph, graph_part
@@ -64,6 +64,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         on_startup=functools.partial(startup, settings=settings, checkpoint=checkpoint),
         on_shutdown=close_resources,
         on_job_start=job_started,
+        after_job_end=release_job,
         burst=burst,
         handle_signals=handle_signals,
         max_jobs=settings.max_jobs,
@@ -90,11 +91,16 @@ async def alive_here(settings: Settings) -> bool:
     """A worker on this host has a live heartbeat (for container health checks)."""
     redis = connect_queue(settings)
     try:
-        async for _ in redis.scan_iter(match=f"{WORKER_KEY}{socket.gethostname()}-*"):
-            return True
-        return False
+        here = f"{socket.gethostname()}-"
+        return any(i.startswith(here) for i in await heartbeat.alive_ids(redis))
     finally:
         await redis.aclose()
+
+
+async def release_job(ctx: dict) -> None:
+    """arq's after_job_end: free the job's bytes in the queue once arq no longer holds it
+    (a job that will run again keeps them)."""
+    await capacity.release_quietly(ctx["redis"], ctx["job_id"])
 
 
 def serve_metrics(settings: Settings) -> None:

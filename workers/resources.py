@@ -14,11 +14,11 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
+from shared import capacity, heartbeat
 from shared.chunking import Chunker, chunk_budget
 from shared.embed import CachedEmbedder, Embedder, make_embedder
 from shared.graphstore import GraphStore
 from shared.settings import Settings
-from shared.tasks import WORKER_KEY, WORKER_TTL
 from workers.extract import EntityModel
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ async def close_resources(ctx: dict) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
     with contextlib.suppress(Exception):
-        await res.redis.delete(WORKER_KEY + res.worker_id)
+        await heartbeat.leave(res.redis, res.worker_id)
     await res.embedder.aclose()
     await res.store.aclose()
 
@@ -135,10 +135,12 @@ def close_models() -> None:
 
 
 async def beat(res: Resources) -> None:
-    """Keep zapomni:worker:{id} alive while this worker lives (get_stats counts them)."""
+    """Keep this worker counted alive (shared/heartbeat.py) while it lives, and about once a
+    minute (one worker of all) free the queue bytes of jobs that are gone (shared/capacity.py)."""
     while True:
         try:
-            await res.redis.set(WORKER_KEY + res.worker_id, "1", ex=WORKER_TTL)
-        except Exception as exc:  # Redis away: keep beating, the key reappears when it is back
+            await heartbeat.beat(res.redis, res.worker_id)
+            await capacity.reconcile(res.redis, gated=True, gate_seconds=60)
+        except Exception as exc:  # Redis away: keep beating, counted again when it is back
             log.warning("worker heartbeat failed: %s", type(exc).__name__)
-        await asyncio.sleep(WORKER_TTL / 3)
+        await asyncio.sleep(heartbeat.WORKER_TTL / 3)

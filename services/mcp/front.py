@@ -12,7 +12,7 @@ import msgspec
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import metrics, tasks
+from shared import capacity, metrics, tasks
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
@@ -27,7 +27,13 @@ from shared.messages import (
     TaskReceipt,
     TaskRecord,
 )
-from shared.queue import connect_queue, enqueue_delete, enqueue_graph, enqueue_ingest
+from shared.queue import (
+    connect_queue,
+    enqueue_delete,
+    enqueue_graph,
+    enqueue_ingest,
+    payload_size,
+)
 from shared.settings import Settings
 
 T = TypeVar("T")
@@ -71,16 +77,22 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
                         memory_id=mid, total=1, created_at=now, message="waiting for a worker")
+    # the bytes first: a refused add leaves nothing behind (no claim, no turn in a thread)
+    await redis_call(front, capacity.reserve(
+        front.redis, front.settings, record.task_id,
+        payload_size(ingest_job(memory, record, "")), check=True))
     claim = await redis_call(front, tasks.claim_memory(front.redis, record, front.task_ttl,
                                                        memory.thread))
     if claim.owner:
+        await redis_call(front, capacity.release(front.redis, record.task_id))
         return await _duplicate(front, memory, mid, claim)
     record = msgspec.structs.replace(record, gen=claim.gen)
     try:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, record, claim.after)))
+                                               ingest_job(memory, record, claim.after),
+                                               bounded=True))
     except Unavailable:
-        await _forget_claim(front, record)
+        await _forget_claim(front, record, memory.thread, claim.after)
         raise
     metrics.ENQUEUE_SECONDS.observe(time.time() - now)
     return AddReceipt(memory_id=mid, task_id=record.task_id, status="queued", duplicate=False,
@@ -110,17 +122,17 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Cla
     state = found.state if found else "done"
     if found is not None and state in tasks.ACTIVE:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, found, found.after)))
+                                               ingest_job(memory, found, found.after),
+                                               bounded=True))
     return AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
                       namespace=memory.namespace)
 
 
-async def _forget_claim(front: Front, record: TaskRecord) -> None:
+async def _forget_claim(front: Front, record: TaskRecord, thread: str, before: str) -> None:
     """Undo a claim whose job could not be enqueued, so a retry of the same text works."""
     try:
-        await tasks.release_memory(front.redis, record.namespace, record.memory_id,
-                                   record.task_id)
-        await front.redis.delete(tasks.task_key(record.task_id))
+        await tasks.forget_claim(front.redis, record, thread, before)
+        await capacity.release(front.redis, record.task_id)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
         pass  # Redis is gone; so is the claim's effect until it is back
 
@@ -178,10 +190,12 @@ async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
     record = TaskRecord(task_id=new_task_id(), kind="graph", namespace=request.namespace,
                         created_at=now, message=f"waiting for a worker ({scope}"
                                                 f"{', rebuild' if request.rebuild else ''})")
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
     job = GraphJob(task_id=record.task_id, namespace=request.namespace,
                    memory_ids=request.memory_ids, rebuild=request.rebuild)
-    await redis_call(front, enqueue_graph(front.redis, front.settings, job))
+    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
+                                             payload_size(job), check=True))
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    await redis_call(front, enqueue_graph(front.redis, front.settings, job, bounded=True))
     return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
 
 

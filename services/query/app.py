@@ -31,7 +31,7 @@ from starlette.routing import Route
 from services.query.entities import get_entity, search_entities
 from services.query.records import read_memory, read_stats
 from services.query.search import search_memory
-from shared import metrics, tasks
+from shared import capacity, heartbeat, metrics, tasks
 from shared.embed import Embedder, make_embedder
 from shared.errors import ZapomniError
 from shared.graphstore import GraphStore
@@ -128,10 +128,11 @@ async def export_system_gauges(state: QueryState, every: float = 5.0) -> None:
 async def update_system_gauges(redis, queue_name: str, task_ttl: int) -> None:
     now_ms = time.time() * 1000
     metrics.QUEUE_DEPTH.set(await tasks.queue_depth(redis, queue_name))
+    metrics.QUEUE_BYTES.set(await capacity.queued_bytes(redis))
     oldest = await redis.zrangebyscore(queue_name, "-inf", now_ms, start=0, num=1,
                                        withscores=True)
     metrics.QUEUE_OLDEST.set((now_ms - oldest[0][1]) / 1000 if oldest else 0)
-    metrics.WORKERS_ALIVE.set(await tasks.workers_alive(redis))
+    metrics.WORKERS_ALIVE.set(await heartbeat.count_alive(redis))
     for state, count in (await tasks.task_totals(redis, task_ttl)).items():
         metrics.TASKS.labels(state).set(count)
 

@@ -6,7 +6,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from services.query.search import iso_time
-from shared import cypher, tasks
+from shared import cypher, heartbeat, tasks
 from shared.errors import NotFound
 from shared.graphstore import GraphStore, namespace_exists, run
 from shared.messages import MemoryRecord, MemoryRef, Stats, StatsRequest
@@ -48,7 +48,7 @@ async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
         namespace=request.namespace, memories=memories, chunks=int(chunks or 0),
         memories_ingesting=int(ingesting or 0),
         queue_depth=await tasks.queue_depth(redis, settings.queue_name),
-        workers_alive=await tasks.workers_alive(redis),
+        workers_alive=await heartbeat.count_alive(redis),
         tasks=await tasks.task_counts(redis, request.namespace, settings.task_ttl_days * 86400),
         embedding_model=model, embedding_dim=dim, entities=int(entities or 0),
         relations=int(relations or 0),

@@ -25,6 +25,7 @@ from services.stack.falkordb import (
     start_server,
     stop_process,
 )
+from services.stack.lock import lock_data_dir
 from shared.settings import Settings
 
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up
@@ -144,6 +145,7 @@ def up(args: argparse.Namespace) -> int:
                                                                   ".local/share")).resolve()
     log_dir = data_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_data_dir(data_dir)  # held until this process and its FalkorDB have exited
     db_url = f"redis://127.0.0.1:{args.falkordb_port}"
     settings = Settings.from_env(
         redis_url=f"{db_url}/0", falkordb_url=db_url,
@@ -162,7 +164,8 @@ def up(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.append(True))
     say(f"zapomni: starting FalkorDB on port {args.falkordb_port} (data in {data_dir})")
     falkordb = start_server(binaries, args.falkordb_port, data_dir / "falkordb",
-                            start_new_session=True, preexec_fn=_die_with_parent)
+                            start_new_session=True, preexec_fn=_die_with_parent,
+                            pass_fds=(lock,))
     env = child_env(settings)
     py = sys.executable
     query = Child("query", [py, "-m", "services.query"], env, log_dir)

@@ -28,8 +28,8 @@ from services.mcp import front as ops
 from services.mcp.front import Front
 from shared.chunking import Chunker, chunk_budget
 from shared.embed_onnx import OnnxEmbedder
+from shared.heartbeat import count_alive
 from shared.settings import Settings
-from shared.tasks import WORKER_KEY
 from shared.validation import decode_add_memory
 from tests.support.graph import stored
 from tests.support.servers import falkordb_process
@@ -61,9 +61,9 @@ def raw_embedder(texts: list[str]) -> dict:
 
 
 async def wait_ready(client, workers: int, timeout: float = 300) -> None:
-    """Until every worker has loaded its model and beats (its heartbeat key exists)."""
+    """Until every worker has loaded its model and beats."""
     async with asyncio.timeout(timeout):
-        while len([key async for key in client.scan_iter(match=WORKER_KEY + "*")]) < workers:
+        while await count_alive(client) < workers:
             await asyncio.sleep(0.1)
 
 
