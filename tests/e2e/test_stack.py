@@ -13,13 +13,14 @@ from fastmcp import Client
 
 from tests.support.stack import Stack
 
-ROOT = Path(__file__).resolve().parents[2]
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+# 50 SciFact abstracts kept with the tests (licence and source: tests/data/scifact/README.md)
+SCIFACT = Path(__file__).resolve().parents[1] / "data" / "scifact" / "corpus.jsonl"
 
 
 def load_passages(count: int) -> list[dict]:
     with SCIFACT.open() as lines:
         docs = [json.loads(line) for _, line in zip(range(count), lines, strict=False)]
+    assert len(docs) == count, f"{SCIFACT.name} holds {len(docs)} documents, not {count}"
     return [{"id": d["_id"], "text": f"{d['title']}\n\n{d['text']}"} for d in docs]
 
 
