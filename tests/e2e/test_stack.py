@@ -64,6 +64,7 @@ def first_sentence(text: str) -> str:
     return body.split(". ")[0][:300]
 
 
+@pytest.mark.timeout(900)  # 60 s measured; two starts (180 s each) and 51 tasks may wait long
 async def test_add_search_delete_restart(stack):
     passages = load_passages(50)
     stack.start()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 from arq.constants import retry_key_prefix
 
 from shared import tasks
@@ -22,6 +23,7 @@ DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in wint
                     for i in range(120))
 
 
+@pytest.mark.timeout(600)  # 14 s measured; a worker's start and the killed job's lease wait
 async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url, fake_ollama,
                                                                    aredis):
     fake_ollama.latency = 0.25
