@@ -12,6 +12,7 @@ from shared.errors import EmbeddingRejected, EmbeddingUnavailable
 from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
+from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 
 
@@ -109,13 +110,12 @@ async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama
     receipt = await add_text(settings, "outage note")
     runner = asyncio.ensure_future(run_workers(settings))
 
+    async def message() -> str:
+        return (await tasks.get_task(aredis, receipt.task_id)).message
+
     async def waiting_for(reason: str) -> str:
-        for _ in range(400):
-            message = (await tasks.get_task(aredis, receipt.task_id)).message
-            if message.startswith("waiting: ") and reason in message:
-                return message
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"the task never said it waits for {reason!r}")
+        return await eventually(message, lambda m: m.startswith("waiting: ") and reason in m,
+                                f"the task to say it waits for {reason!r}", timeout=120)
 
     first = await waiting_for("HTTP 503")
     fake_ollama.hang = True
