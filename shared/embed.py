@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared import metrics
+from shared.falkordb_internals import VectorLiteral
 from shared.settings import Settings
 
 _encode_json = msgspec.json.Encoder().encode
@@ -49,21 +50,6 @@ def make_embedder(settings: Settings) -> Embedder:
     from shared.embed_onnx import OnnxEmbedder
 
     return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
-
-
-class VectorLiteral:
-    """A vector rendered once as Cypher list text. The FalkorDB client writes parameters into
-    the query as text, number by number in Python (0.58 ms per 384-d vector here); msgspec
-    writes the same shortest round-trip digits in C (0.1 ms). The client renders a value of
-    a type it does not know with ``str()``, which is this text."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
 
 
 def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[VectorLiteral]:

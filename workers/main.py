@@ -30,13 +30,13 @@ from shared.queue import (
     serialize,
 )
 from shared.settings import Settings
+from workers.arq_internals import ZapomniWorker, set_claim_seconds
 from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
 from workers.graph import build_graph, graph_part
 from workers.ingest import embed_part, ingest_memory
 from workers.lease import job_started, start_leases
 from workers.resources import close_models, close_resources, open_resources, resources
-from workers.runner import ZapomniWorker
 from workers.sweep import SWEEP, sweep_memories
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         allow_abort_jobs=True,
         health_check_interval=10,
     )
-    worker.in_progress_timeout_s = settings.job_lease  # a lease, renewed (workers/lease.py)
+    set_claim_seconds(worker, settings.job_lease)  # a lease, renewed (workers/lease.py)
     return worker
 
 

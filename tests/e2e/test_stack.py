@@ -12,14 +12,16 @@ import pytest
 from fastmcp import Client
 
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+# 50 SciFact abstracts kept with the tests (licence and source: tests/data/scifact/README.md)
+SCIFACT = Path(__file__).resolve().parents[1] / "data" / "scifact" / "corpus.jsonl"
 
 
 def load_passages(count: int) -> list[dict]:
     with SCIFACT.open() as lines:
         docs = [json.loads(line) for _, line in zip(range(count), lines, strict=False)]
+    assert len(docs) == count, f"{SCIFACT.name} holds {len(docs)} documents, not {count}"
     return [{"id": d["_id"], "text": f"{d['title']}\n\n{d['text']}"} for d in docs]
 
 
@@ -41,8 +43,15 @@ async def wait_done(client: Client, task_ids: list[str], timeout: float = 600) -
             assert status["state"] not in ("failed", "cancelled"), status
             if status["state"] == "done":
                 pending.discard(task_id)
-        assert time.monotonic() < deadline, f"{len(pending)} tasks not done"
+        assert time.monotonic() < deadline, f"{len(pending)} tasks not done after {timeout} s"
         await asyncio.sleep(0.3)
+
+
+async def stats_when(client: Client, done, what: str, timeout: float = 120) -> dict:
+    async def stats() -> dict:
+        return (await client.call_tool("get_stats", {})).data
+
+    return await eventually(stats, done, what, timeout=timeout, every=0.5)
 
 
 async def top_hit(client: Client, query: str) -> str | None:
@@ -55,6 +64,7 @@ def first_sentence(text: str) -> str:
     return body.split(". ")[0][:300]
 
 
+@pytest.mark.timeout(900)  # 60 s measured; two starts (180 s each) and 51 tasks may wait long
 async def test_add_search_delete_restart(stack):
     passages = load_passages(50)
     stack.start()
@@ -74,8 +84,8 @@ async def test_add_search_delete_restart(stack):
         await wait_done(client, [deleted["task_id"]])
         assert await top_hit(client, first_sentence(passages[victim]["text"])) != \
             receipts[victim]["memory_id"]
-        stats = (await client.call_tool("get_stats", {})).data
-        assert (stats["memories"], stats["workers_alive"]) == (49, 2)
+        stats = await stats_when(client, lambda s: s["workers_alive"] == 2, "2 workers alive")
+        assert stats["memories"] == 49
     assert stack.stop() == 0
     assert "zapomni: stopped" in stack.output.read_text()
 
@@ -95,19 +105,17 @@ async def test_add_search_delete_restart(stack):
 
 async def test_four_workers_on_one_machine(stack):
     stack.start(workers=4)
-    async with Client(stack.url) as client:
-        stats = (await client.call_tool("get_stats", {})).data
-    assert stats["workers_alive"] == 4
+    async with Client(stack.url) as client:  # `up` returns before the workers have started
+        await stats_when(client, lambda s: s["workers_alive"] == 4, "4 workers alive")
     base = stack.ports["--metrics-port"]
     async with httpx2.AsyncClient() as http:
         for i in range(4):
             worker = await http.get(f"http://127.0.0.1:{base + i}/metrics")
             assert worker.status_code == 200 and "zapomni_jobs_total" in worker.text
         query_metrics = f"http://127.0.0.1:{stack.ports['--query-port']}/metrics"
-        deadline = time.monotonic() + 20
-        while "zapomni_workers_alive 4.0" not in (await http.get(query_metrics)).text:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.5)
+        await eventually(lambda: http.get(query_metrics),  # its gauges refresh every 5 s
+                         lambda r: "zapomni_workers_alive 4.0" in r.text,
+                         "the query service's metrics to count 4 workers", timeout=60, every=0.5)
         mcp_health = await http.get(stack.url.replace("/mcp", "/readyz"))
         assert mcp_health.status_code == 200
     assert stack.stop() == 0

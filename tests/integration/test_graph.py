@@ -19,7 +19,8 @@ from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import broken, query, stored
 from tests.support.mcp import call
-from tests.support.workers import add_text, run_workers
+from tests.support.waiting import eventually
+from tests.support.workers import ENDED, add_text, run_workers
 
 BRIDGE = [
     "Zorblax Industries hired Helena Varga as its chief engineer in Vienna.",
@@ -108,7 +109,7 @@ async def test_graph_signal_keeps_to_the_filters(client, settings):
     assert "graph" in hybrid["results"][0]["why"]
 
 
-async def test_build_graph_reports_progress_batch_by_batch(settings, query_service):
+async def test_build_graph_reports_progress_part_by_part(settings, query_service):
     quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
                           graph_auto=False, graph_batch=4, graph_part_chunks=16)
     receipts = [await add_text(quiet, text) for text in letters(48)]
@@ -117,20 +118,21 @@ async def test_build_graph_reports_progress_batch_by_batch(settings, query_servi
     front = Front(quiet)
     try:
         receipt = await ops.build_graph(front, BuildGraph())
-        worker = asyncio.create_task(run_workers(quiet, count=2))
-        seen = []
-        while not worker.done():
+        seen = []  # the record after each job, one job at a time: every step, by construction
+        for _ in range(10):  # the plan and 3 parts, with room for a retry
+            await run_workers(quiet, max_jobs=1)
             record = await tasks.get_task(front.redis, receipt.task_id)
             seen.append((record.state, record.done, record.total))
-            await asyncio.sleep(0.01)
-        await worker
+            if record.state in ENDED:
+                break
         final = await ops.task_status(front, receipt.task_id)
         parts = await tasks.part_workers(front.redis, receipt.task_id)
     finally:
         await front.aclose()
     assert sorted(parts) == [0, 1, 2]  # 48 chunks fanned out in parts of 16
-    partial = {done for state, done, total in seen if state == "running" and 0 < done < total}
-    assert len(partial) >= 3, seen  # progress moved in steps, not all at the end
+    partial = [done for state, done, total in seen if state == "running" and 0 < done < total]
+    assert partial == [16, 32], seen  # progress moved with each part, not all at the end
+    # (within a part, each batch adds its own: the cancel test below sees it at 4 of 60)
     assert (final.state, final.done, final.total) == ("done", 48, 48)
     counts = await stored(quiet, graph=True)
     assert final.entities == counts["entities"] and final.relations == counts["related"]
@@ -170,15 +172,19 @@ async def test_cancel_stops_a_graph_task_between_batches(settings, query_service
     try:
         receipt = await ops.build_graph(front, BuildGraph())
         worker = asyncio.create_task(run_workers(quiet))
-        while (record := await tasks.get_task(front.redis, receipt.task_id)).done < 4:
-            await asyncio.sleep(0.005)
-        await ops.cancel_task(front, receipt.task_id)
-        await worker
+        try:
+            record = await eventually(
+                lambda: tasks.get_task(front.redis, receipt.task_id),
+                lambda r: r is not None and (r.done >= 4 or r.state in ENDED),
+                "the graph task to read 4 chunks", timeout=120, every=0.005)
+        finally:
+            await ops.cancel_task(front, receipt.task_id)
+            await worker
         final = await ops.task_status(front, receipt.task_id)
     finally:
         await front.aclose()
     counts = await stored(quiet, graph=True)
-    assert final.state == "cancelled" and record.state == "running"
+    assert final.state == "cancelled" and record.state == "running", (record, final)
     # the batch under way when the cancel landed is written whole, but a cancelled task
     # takes no more progress (terminal states are final)
     assert 4 <= final.done <= counts["extracted"] <= final.done + quiet.graph_batch < 60

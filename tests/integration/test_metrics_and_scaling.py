@@ -3,8 +3,6 @@ four worker processes sharing one fanned-out document."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx2
 from fastmcp import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +13,7 @@ from shared import tasks
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer
+from tests.support.waiting import eventually
 from tests.support.workers import add_text, wait_tasks, worker_processes
 
 
@@ -52,11 +51,12 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
         front = await scrape(front_metrics)
         query = await scrape(f"{query_service}/metrics")
         worker = await scrape(f"http://127.0.0.1:{worker_port}/metrics")
-        async with asyncio.timeout(15):  # the query service refreshes system gauges every 5 s
-            while (value(query, "zapomni_workers_alive"),
-                   value(query, "zapomni_tasks", state="done")) != (1, 2):
-                await asyncio.sleep(0.5)
-                query = await scrape(f"{query_service}/metrics")
+        query = await eventually(  # the query service refreshes system gauges every 5 s
+            lambda: scrape(f"{query_service}/metrics"),
+            lambda q: (value(q, "zapomni_workers_alive"),
+                       value(q, "zapomni_tasks", state="done")) == (1, 2),
+            "the query service to count 1 worker alive and 2 tasks done", timeout=60,
+            every=0.5)
 
     def moved(name, **labels):
         return value(front, name, **labels) - value(before, name, **labels)
@@ -100,7 +100,9 @@ async def test_metrics_ask_for_the_token_when_one_is_set(settings):
 
 
 async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, aredis):
-    fake_ollama.latency = 0.2
+    # a worker runs one job at a time (max_jobs=1) and a part makes one request at a time, so
+    # the first parts' requests, held until two are in flight, come from two workers at once
+    fake_ollama.gather, fake_ollama.latency = 2, 0.2
     settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
                              chunk_tokens=48, chunk_overlap=8, max_jobs=1)
     text = " ".join(f"Line {i}: the night bus to district {i} leaves at {i % 24}:15."
@@ -111,6 +113,7 @@ async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, 
     writers = await tasks.part_workers(aredis, receipt.task_id)
     record = await tasks.get_task(aredis, receipt.task_id)
     assert len(writers) == record.total > 8
+    assert fake_ollama.gathered, "no two parts were ever embedded at once"
     assert len(set(writers.values())) > 1, writers
     counts = await stored(settings)
     assert counts["ready"] == 1 and counts["chunks"] == counts["next"] + 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -14,23 +12,25 @@ from shared.errors import EmbeddingRejected, EmbeddingUnavailable
 from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
+from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 
 
 async def test_batches_run_32_at_a_time(fake_ollama):
-    fake_ollama.latency = 0.2
+    # the server holds requests until 32 are in flight at once (30 s at most), then answers
+    # each after 0.2 s: a client that sent fewer at once leaves max_in_flight under 32, one
+    # that sent more finds the later ones in flight beside the first wave
+    fake_ollama.gather, fake_ollama.gather_timeout, fake_ollama.latency = 32, 30.0, 0.2
     embedder = OllamaEmbedder(fake_ollama.url, "nomic-embed-text", concurrency=32, batch=4)
     texts = [f"text {i}" for i in range(64 * 4)]  # 64 requests of 4 texts
     try:
-        started = time.perf_counter()
         vectors = await embedder.embed(texts)
-        elapsed = time.perf_counter() - started
     finally:
         await embedder.aclose()
     assert vectors.shape == (256, 768)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert fake_ollama.gathered, "the client never had 32 requests in flight at once"
     assert fake_ollama.requests == 64 and fake_ollama.max_in_flight == 32
-    assert elapsed < 64 * 0.2 / 4  # far from serial; two waves of 32 take ~0.4 s
     again = OllamaEmbedder(fake_ollama.url, "nomic-embed-text")
     try:
         assert np.allclose((await again.embed(["text 7"]))[0], vectors[7], atol=1e-6)
@@ -110,13 +110,12 @@ async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama
     receipt = await add_text(settings, "outage note")
     runner = asyncio.ensure_future(run_workers(settings))
 
+    async def message() -> str:
+        return (await tasks.get_task(aredis, receipt.task_id)).message
+
     async def waiting_for(reason: str) -> str:
-        for _ in range(400):
-            message = (await tasks.get_task(aredis, receipt.task_id)).message
-            if message.startswith("waiting: ") and reason in message:
-                return message
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"the task never said it waits for {reason!r}")
+        return await eventually(message, lambda m: m.startswith("waiting: ") and reason in m,
+                                f"the task to say it waits for {reason!r}", timeout=120)
 
     first = await waiting_for("HTTP 503")
     fake_ollama.hang = True

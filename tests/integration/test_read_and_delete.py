@@ -49,6 +49,7 @@ async def test_filters_select_by_tags_source_and_date(settings, front, query_ser
         == {c.memory_id}
 
 
+@pytest.mark.timeout(900)  # 2,000 memories: 240 s measured on a loaded 2-core machine
 async def test_a_selective_filter_returns_every_match_among_many(settings, front,
                                                                  query_service):
     """3 tagged memories among 2,000 chunks: HNSW candidates alone would miss them; the

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 
+import pytest
 from arq.constants import retry_key_prefix
 
 from shared import tasks
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import kill
+from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from workers.lease import lease_key
 
@@ -22,6 +23,7 @@ DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in wint
                     for i in range(120))
 
 
+@pytest.mark.timeout(600)  # 14 s measured; a worker's start and the killed job's lease wait
 async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url, fake_ollama,
                                                                    aredis):
     fake_ollama.latency = 0.25
@@ -35,15 +37,17 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
         worker = subprocess.Popen([sys.executable, "-m", "workers"], env=env, stdout=log,
                                   stderr=log)
         name = f"{socket.gethostname()}-{worker.pid}".encode()
-        try:
+        async def mid_document():
             record = await tasks.get_task(aredis, receipt.task_id)
-            for _ in range(600):
-                record = await tasks.get_task(aredis, receipt.task_id)
-                # kill it mid-document while it holds a part (between two parts it holds none),
-                # once its lease names it: arq's claim holds "1" until on_job_start renews it
-                if record.total > 1 and record.done >= 3 and name in await held_by(aredis):
-                    break
-                await asyncio.sleep(0.05)
+            return record, name in await held_by(aredis)
+
+        try:
+            # kill it mid-document while it holds a part (between two parts it holds none),
+            # once its lease names it: arq's claim holds "1" until on_job_start renews it
+            record, _ = await eventually(
+                mid_document, lambda seen: seen[0] is not None and seen[0].total > 1
+                and seen[0].done >= 3 and seen[1], "the worker to hold a part of the document "
+                "after 3 parts", timeout=180)
         finally:
             kill(worker)
         assert record.total > 10 and 3 <= record.done < record.total, record

@@ -1,13 +1,15 @@
 """A real HTTP server that speaks Ollama's ``POST /api/embed`` (batched ``input``), for the
 Ollama client's tests. Vectors come from the in-process MiniLM model (semantic) or from a
 hash of the text (deterministic, any dimension). Latency, failures and hangs are injectable,
-and it counts requests and the most requests it had in flight at once."""
+and it counts requests and the most requests it had in flight at once. ``gather`` makes
+concurrency certain rather than likely: requests are held until that many are in flight."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import threading
+import time
 
 import msgspec
 import numpy as np
@@ -19,6 +21,7 @@ from starlette.routing import Route
 from shared.embed_onnx import OnnxEmbedder
 
 _encode = msgspec.json.Encoder().encode
+PROBE = ["dimension probe"]  # what shared/embed_ollama.py sends to learn a model's dimension
 
 
 def hash_vector(text: str, dim: int) -> list[float]:
@@ -37,6 +40,12 @@ class FakeOllama:
         self.fail_statuses: list[int] = []  # returned by the next requests, in order
         self.hang = False  # accept the request and never answer
         self.body: bytes | None = None  # answer 200 with this instead of embeddings
+        # hold embedding requests (not a model's dimension probe) until this many are held at
+        # once, then let all through from then on; after gather_timeout s, let them go anyway
+        self.gather = 0
+        self.gather_timeout = 60.0
+        self.gathered = False
+        self.held = 0
         self.requests = 0
         self.texts = 0
         self.in_flight = 0
@@ -55,6 +64,8 @@ class FakeOllama:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             status = self.fail_statuses.pop(0) if self.fail_statuses else 200
         try:
+            if self.gather and not self.gathered and body.get("input") != PROBE:
+                await self.gather_up()
             if self.hang:
                 await asyncio.sleep(3600)
             if self.latency:
@@ -74,6 +85,19 @@ class FakeOllama:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    async def gather_up(self) -> None:
+        with self._lock:
+            self.held += 1
+        deadline = time.monotonic() + self.gather_timeout
+        try:
+            while not self.gathered and time.monotonic() < deadline:
+                with self._lock:
+                    self.gathered = self.gathered or self.held >= self.gather
+                await asyncio.sleep(0.005)
+        finally:
+            with self._lock:
+                self.held -= 1
 
     def vectors(self, texts: list[str]) -> list[list[float]]:
         if self.model is not None:

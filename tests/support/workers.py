@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,16 +23,28 @@ from shared.settings import Settings
 from shared.validation import decode_add_memory
 from workers.main import make_worker
 
+ENDED = tasks.TERMINAL  # a task in one of these states changes no more
+
 
 async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0,
+                      max_jobs: int = -1,
                       checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
-    """``count`` burst workers until the queue is empty; ``checkpoint``: awaited at named
-    points of each job (workers/resources.py), to act at an exact moment."""
+    """``count`` burst workers until the queue is empty (or, with ``max_jobs`` >= 0, until
+    each has started that many jobs); fail after ``timeout`` seconds. ``checkpoint``:
+    awaited at named points of each job (workers/resources.py), to act at an exact moment."""
     workers = [make_worker(settings, burst=True, handle_signals=False, checkpoint=checkpoint)
                for _ in range(count)]
+    for worker in workers:
+        worker.max_burst_jobs = max_jobs  # arq's own stop after N jobs in burst mode
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             await asyncio.gather(*(w.main() for w in workers))
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        raise AssertionError(f"{count} burst worker(s) did not empty the queue within "
+                             f"{timeout:.0f} s") from None
     finally:
         for worker in workers:
             await worker.close()
@@ -49,17 +62,25 @@ async def add_text(settings: Settings, text: str, metadata: dict[str, Any] | Non
 
 async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
                      until: tuple[str, ...] = ("done",)) -> None:
-    """Poll task records until each is in one of the ``until`` states. Oldest first, and
-    only up to the first one still pending: workers take tasks about in order, so each poll
-    reads a record or two, not all (polling hundreds every 0.1 s took ~7% of the CPU an
-    ingest benchmark measures)."""
+    """Poll task records until each is in one of the ``until`` states; fail at once when one
+    ends otherwise, and after ``timeout`` seconds. Oldest first, and only up to the first one
+    still pending: workers take tasks about in order, so each poll reads a record or two, not
+    all (polling hundreds every 0.1 s took ~7% of the CPU an ingest benchmark measures)."""
     pending = list(dict.fromkeys(task_ids))
-    async with asyncio.timeout(timeout):
-        while pending:
-            while pending and (await tasks.get_task(redis, pending[0])).state in until:
-                pending.pop(0)
-            if pending:
-                await asyncio.sleep(0.1)
+    deadline = time.monotonic() + timeout
+    while pending:
+        record = await tasks.get_task(redis, pending[0])
+        if record is not None and record.state in until:
+            pending.pop(0)
+            continue
+        if record is not None and record.state in ENDED:
+            raise AssertionError(f"task {record.task_id} ({record.kind}) ended "
+                                 f"{record.state!r}, not {'/'.join(until)}: "
+                                 f"{record.error or record.message}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(pending)} task(s) not {'/'.join(until)} after "
+                                 f"{timeout:.0f} s; the first: {record!r}")
+        await asyncio.sleep(0.1)
 
 
 class WorkerPool:

@@ -1,10 +1,16 @@
-"""arq's Worker, made to outlive a Redis outage.
+"""Everything Zapomni does with arq's private parts, in one place (arq is pinned exactly in
+pyproject.toml; tests/unit/test_library_internals.py fails, naming this file, if an upgrade
+changes any of these shapes).
 
-arq 0.28 lets a Redis connection error out of its poll loop, and out of a job whose end it
-could not record; either ended the worker process (measured: all three workers of the chaos
-benchmark exited when the queue's Redis restarted). Here the poll waits and tries again, and a
-job whose end could not be recorded is left to run again when its lease expires (jobs are
-idempotent)."""
+1. ``Worker._poll_iteration`` and ``Worker.run_job`` are overridden so that a worker outlives
+   a Redis outage. arq 0.28 lets a Redis connection error out of its poll loop, and out of a
+   job whose end it could not record; either ended the worker process (measured: all three
+   workers of the chaos benchmark exited when the queue's Redis restarted). Here the poll
+   waits and tries again, and a job whose end could not be recorded is left to run again when
+   its lease expires (jobs are idempotent).
+2. ``Worker.in_progress_timeout_s``, the life of arq's claim on a running job, is set to our
+   lease (workers/lease.py renews it).
+"""
 
 from __future__ import annotations
 
@@ -49,3 +55,8 @@ class ZapomniWorker(Worker):
         finally:
             if "res" in self.ctx:
                 release(self.ctx["res"], job_id)
+
+
+def set_claim_seconds(worker: Worker, seconds: float) -> None:
+    """How long arq's claim on a job it starts (``arq:in-progress:{job_id}``) lives."""
+    worker.in_progress_timeout_s = seconds

@@ -1,0 +1,151 @@
+"""The private parts of arq, fastmcp/the MCP SDK and the FalkorDB client that Zapomni relies on
+still look as it expects. Each wrapper lives in one module; a failure here names the upstream
+shape that changed and that module, so a version bump breaks loudly here instead of silently
+in leases, the request body limit or vector writes."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from arq.worker import Worker, func
+from falkordb.asyncio.graph import AsyncGraph
+from falkordb.helpers import stringify_param_value
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import RequestBodyLimitMiddleware
+
+from services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
+from services.mcp.http import MAX_REQUEST_BYTES, http_app
+from services.mcp.server import build_server
+from shared.embed import to_params
+from shared.falkordb_internals import VectorLiteral
+from shared.settings import Settings
+from workers.arq_internals import ZapomniWorker, set_claim_seconds
+
+ARQ = "arq's Worker changed: see workers/arq_internals.py"
+MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"
+FALKORDB = "the falkordb client changed: see shared/falkordb_internals.py"
+
+
+def params(method) -> list[str]:
+    return list(inspect.signature(method).parameters)
+
+
+def calls(method, text: str) -> bool:
+    return text in inspect.getsource(method)
+
+
+# ---- arq -----------------------------------------------------------------------------------
+
+
+def test_arq_poll_iteration_is_the_overridable_step_of_the_main_loop():
+    assert inspect.iscoroutinefunction(Worker._poll_iteration), ARQ
+    assert params(Worker._poll_iteration) == ["self"], ARQ
+    assert calls(Worker.main, "await self._poll_iteration()"), \
+        f"{ARQ}: Worker.main no longer calls _poll_iteration, so our Redis-outage wait is dead"
+    assert ZapomniWorker._poll_iteration is not Worker._poll_iteration
+
+
+def test_arq_run_job_is_what_start_jobs_runs():
+    assert inspect.iscoroutinefunction(Worker.run_job), ARQ
+    assert params(Worker.run_job) == ["self", "job_id", "score"], ARQ
+    assert calls(Worker.start_jobs, "self.run_job(job_id, int(score))"), \
+        f"{ARQ}: start_jobs no longer runs jobs through run_job (leases would not be released)"
+
+
+def test_arq_claim_lifetime_is_the_attribute_start_jobs_reads():
+    assert calls(Worker.__init__, "self.in_progress_timeout_s ="), ARQ
+    assert calls(Worker.start_jobs, "int(self.in_progress_timeout_s * 1000)"), \
+        f"{ARQ}: the in-progress claim no longer lives in_progress_timeout_s"
+
+
+async def noop(ctx: dict) -> None:
+    return None
+
+
+async def test_arq_worker_has_what_our_wrappers_touch():
+    worker = ZapomniWorker(functions=[func(noop, name="noop")], queue_name="q", burst=True,
+                           handle_signals=False)  # no Redis: nothing here connects
+    try:
+        set_claim_seconds(worker, 7)
+        assert worker.in_progress_timeout_s == 7
+        assert isinstance(worker.ctx, dict), f"{ARQ}: run_job's finally reads worker.ctx"
+        # workers/main.py (stop_surely) and tests/support/workers.py (run_workers) set these
+        for name in ("main_task", "allow_pick_jobs", "loop", "max_burst_jobs"):
+            assert hasattr(worker, name), f"{ARQ}: Worker.{name} is gone"
+        assert params(worker.handle_sig) == ["signum"], ARQ
+    finally:
+        await worker.close()
+
+
+# ---- fastmcp and the MCP SDK ---------------------------------------------------------------
+
+
+async def test_mcp_body_limit_lives_where_we_raise_it():
+    plain = build_server(Settings.from_env(environ={})).http_app()
+    async with plain.router.lifespan_context(plain):
+        # the SDK's own default sits there: this is the limit the SDK enforces
+        assert body_limiter(mcp_endpoint(plain)).max_body_size == 4 * 2**20, MCP
+    for token in ("", "s3cret-s3cret"):  # with a token, fastmcp wraps the endpoint
+        app = http_app(Settings.from_env(environ={}, mcp_token=token))
+        async with app.router.lifespan_context(app):
+            assert body_limiter(mcp_endpoint(app)).max_body_size == MAX_REQUEST_BYTES, MCP
+
+
+def test_mcp_session_manager_sends_requests_through_the_limiter():
+    assert calls(StreamableHTTPSessionManager.handle_request, "self.asgi_app("), \
+        f"{MCP}: requests no longer pass session_manager.asgi_app"
+
+
+async def test_mcp_limiter_refuses_a_body_over_max_body_size():
+    seen = []
+
+    async def inner(scope, receive, send):
+        seen.append(await receive())
+
+    async def receive():
+        return {"type": "http.request", "body": b"x" * 11, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    for limit, status in ((10, 413), (11, None)):
+        sent: list[dict] = []
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+        await RequestBodyLimitMiddleware(inner, max_body_size=limit)(scope, receive, send)
+        assert [m.get("status") for m in sent if "status" in m] == ([status] if status else []), \
+            f"{MCP}: RequestBodyLimitMiddleware no longer enforces max_body_size"
+    assert [m["body"] for m in seen] == [b"x" * 11], MCP
+
+
+# ---- the FalkorDB client -------------------------------------------------------------------
+
+
+def test_falkordb_writes_str_of_an_unknown_type_as_raw_query_text():
+    vector = VectorLiteral("[0.25,-1.5]")
+    assert stringify_param_value(vector) == "[0.25,-1.5]", FALKORDB
+    assert stringify_param_value([vector, vector]) == "[[0.25,-1.5],[0.25,-1.5]]", FALKORDB
+
+
+class Sent(Exception):
+    """What the client would have sent to the server (raised instead of sending it)."""
+
+
+class Recorder:
+    async def execute_command(self, *command):
+        raise Sent(command)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_falkordb_sends_our_vectors_as_cypher_list_text(read_only):
+    graph = AsyncGraph(Recorder(), "g")
+    vectors = to_params(np.array([[0.5, -0.125], [1.0, 0.0]], dtype=np.float32))
+    send = graph.ro_query if read_only else graph.query
+    with pytest.raises(Sent) as sent:
+        await send("RETURN $v, $vs", {"v": vectors[0], "vs": vectors})
+    command = sent.value.args[0]
+    assert command[:2] == ("GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY", "g"), FALKORDB
+    assert command[2] == "CYPHER v=[0.5,-0.125] vs=[[0.5,-0.125],[1.0,0.0]] RETURN $v, $vs", \
+        f"{FALKORDB}: query parameters are no longer sent as a CYPHER text header with str() " \
+        "of an unknown type"
