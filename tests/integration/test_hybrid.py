@@ -111,3 +111,26 @@ async def test_repeated_queries_hit_the_embedding_cache(front, notes, aredis):
     await search(front, "a question asked twice", mode="vector")
     await search(front, "a question asked twice", mode="vector")
     assert len(await aredis.keys("zapomni:qemb:onnx:all-MiniLM-L6-v2-int8:*")) == 1
+
+
+
+
+async def test_a_filter_narrows_keyword_results_and_keeps_their_scores(settings, front,
+                                                                     query_service):
+    """idf is the namespace's and the average length the unfiltered pool's, so a filter only
+    removes passages; and a passage the index matched through its stemmer ("configured" finds
+    "configuration") scores above 0."""
+    texts = [("The configuration of the server lives in one file.", {"tags": ["cfg"]}),
+             ("The server was configured yesterday by the admins.", None),
+             ("Running servers need libraries.", {"tags": ["run"]}),
+             ("She runs the library and the servers.", None)]
+    ids = [(await ops.add_memory(front, decode_add_memory(text, meta, None))).memory_id
+           for text, meta in texts]
+    await run_workers(settings)
+    for query, tag, expected in (("configured", "cfg", 0), ("configuring servers", "cfg", 0),
+                                 ("running library", "run", 2)):
+        plain = {h.chunk_id: h.score for h in await search(front, query, mode="keyword")}
+        tagged = await search(front, query, mode="keyword", filters={"tags": [tag]})
+        assert [h.memory_id for h in tagged] == [ids[expected]], query
+        assert len(plain) > 1 and all(score > 0 for score in plain.values()), (query, plain)
+        assert [h.score for h in tagged] == [plain[tagged[0].chunk_id]], query

@@ -143,6 +143,8 @@ def test_bm25_saturates_and_normalises_length():
     padded = bm25(tokenize("lighthouse storm " + "filler " * 40), idf, avgdl=10)
     assert short > padded  # the same matches in a longer chunk count for less
     assert bm25(tokenize("nothing relevant here"), idf, avgdl=3) == 0
+    # a term the full-text index matched counts once even where stem() does not see it
+    assert bm25(tokenize("nothing relevant here"), idf, avgdl=3, matched=["storm"]) > 0
 
 
 def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():
