@@ -205,26 +205,25 @@ SEARCH_EXACT = (
 # score, which let common words win (keyword nDCG@10 on SciFact 0.375 instead of 0.666).
 # The sum is done here so that only the best $pool chunks cross the wire (a common word
 # matches thousands). $weighted: [term, idf] pairs. Without filters the ready check comes
-# after the ranking: one walk to the memory per kept chunk, not per match.
+# after the ranking: one walk to the memory per kept chunk, not per match. Each row also
+# names the terms the index matched in it (its stemmer: "configured" finds "configuration").
 KEYWORD_POOL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
     "YIELD node AS c, score MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
-    + "WITH m, c, sum(t[1] * score) AS score ORDER BY score DESC, c.id ASC LIMIT $pool"
-    + _RETURN_HIT
+    + "WITH m, c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
+    "ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT + ", matched"
 )
 KEYWORD_POOL_ALL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
-    "YIELD node AS c, score WITH c, sum(t[1] * score) AS score "
+    "YIELD node AS c, score WITH c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $over "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true "
-    "WITH m, c, score ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
+    "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
+    + ", matched"
 )
-# how many chunks (passing the filters) each term matches: BM25's document frequency
-KEYWORD_DF = (
-    "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) YIELD node AS c "
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER + "RETURN term, count(c)"
-)
-# without filters, every chunk a term matches (a few of memories still being ingested too)
+# how many chunks each term matches: BM25's document frequency, over the whole namespace
+# (a few of memories still being ingested too): a filter narrows the results, it does not
+# make a word rarer or more common
 KEYWORD_DF_ALL = (
     "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) YIELD node AS c "
     "RETURN term, count(c)"

@@ -7,6 +7,7 @@ touches Redis or FalkorDB, so invalid input can never be enqueued or stored.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import UTC, date, datetime
 from typing import Any, TypeVar
@@ -48,18 +49,89 @@ def convert(data: Any, kind: type[S], where: str = "") -> S:
         raise InvalidInput(describe(exc, where)) from None
 
 
+# msgspec's wording -> ours (msgspec names JSON types: str, int, array, object, null...)
+KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+         "array": "a list", "object": "a JSON object", "null": "null",
+         "bool | int | float | str": "true, false, a number or a string"}
+PATTERNS = {
+    MEMORY_ID_PATTERN: "not a valid id (expected mem_ and 32 hex digits)",
+    TASK_ID_PATTERN: "not a valid id (expected task_ and 32 hex digits)",
+    NAMESPACE_PATTERN: "must be 1-64 characters of a-z, 0-9, '_' and '-', starting with a "
+                       "letter or digit",
+}
+REWRITES: list[tuple[re.Pattern[str], Any]] = [
+    (re.compile(r"Expected `str` of length >= 1$"), lambda m: "must not be empty"),
+    (re.compile(r"Expected `str` of length <= (\d+)$"),
+     lambda m: f"too long (at most {int(m[1]):,} characters)"),
+    (re.compile(r"Expected `str` of length >= (\d+)$"),
+     lambda m: f"too short (at least {int(m[1]):,} characters)"),
+    (re.compile(r"Expected `array` of length >= (\d+)$"),
+     lambda m: f"too few items (at least {int(m[1]):,})"),
+    (re.compile(r"Expected `(?:array|object)` of length <= (\d+)$"),
+     lambda m: f"too many items (at most {int(m[1]):,})"),
+    (re.compile(r"Expected `(?:int|float)` >= (\S+)$"), lambda m: f"must be at least {m[1]}"),
+    (re.compile(r"Expected `(?:int|float)` <= (\S+)$"), lambda m: f"must be at most {m[1]}"),
+    (re.compile(r"Expected `str` matching regex '(.*)'$"),
+     lambda m: PATTERNS.get(m[1], "not in the expected format")),
+    (re.compile(r"Expected `(.+)`, got `(.+)`$"),
+     lambda m: f"expected {kinds(m[1])}, got {kinds(m[2])}"),
+    (re.compile(r"Invalid enum value"), lambda m: "not one of the allowed values"),
+]
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+NAMED = re.compile(r"Object (contains unknown|missing required) field `(.*)`$", re.DOTALL)
+
+
+def kinds(names: str) -> str:
+    """msgspec's `array | null` -> 'a list or null'."""
+    return KINDS.get(names) or " or ".join(KINDS.get(n, "another type")
+                                           for n in names.split(" | "))
+
+
 def describe(exc: msgspec.ValidationError, where: str = "") -> str:
-    text = str(exc)
-    problem, _, path = text.partition(" - at `$")
-    field = (where + path.rstrip("`")).lstrip(".") or where or "arguments"
-    problem = problem.replace("Object contains unknown field", "unknown field")
+    """msgspec's error as ``field: what is wrong (the limit)``, in our words."""
+    problem, _, at = str(exc).partition(" - at `$")
+    path = at.rstrip("`").replace("[...]", "")
+    named = NAMED.match(problem)
+    if named:
+        path += "." + shown(named[2])
+        problem = "unknown field" if named[1].startswith("contains") else "required but missing"
+    for pattern, words in REWRITES:
+        found = pattern.match(problem)
+        if found:
+            problem = words(found)
+            break
+    field = (where + path).strip(".") or "arguments"
     return f"{field}: {problem}"
+
+
+def shown(name: Any) -> str:
+    """A caller's key for an error message: plain words as they are, anything else quoted
+    with escapes (one line, at most 40 characters of it)."""
+    name = str(name)
+    if PLAIN_NAME.fullmatch(name):
+        return name
+    return json.dumps(name[:40]) + ("..." if len(name) > 40 else "")
+
+
+def json_kind(value: Any) -> str:
+    """What a caller sent: a number as it is, anything else by its JSON type (a string may
+    hold anything, so it is never quoted)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and len(repr(value)) <= 24:
+        return repr(value)
+    kinds = {int: "an integer", float: "a number", str: "a string", list: "a list",
+             dict: "a JSON object"}
+    return next((name for kind, name in kinds.items() if isinstance(value, kind)),
+                "another type")
 
 
 def normalise_text(text: Any, field: str = "text") -> tuple[str, str]:
     """Strip and check a memory's text; return it with the sha256 of its UTF-8 bytes."""
     if not isinstance(text, str):
-        raise InvalidInput(f"{field}: expected a string, got {type(text).__name__}")
+        raise InvalidInput(f"{field}: expected a string, got {json_kind(text)}")
     text = text.strip()
     if not text:
         raise InvalidInput(f"{field}: must not be empty or only whitespace")
@@ -123,7 +195,7 @@ def split_metadata(metadata: Any,
     if metadata is None:
         return [], "", "", "{}"
     if not isinstance(metadata, dict):
-        raise InvalidInput(f"{field}: expected a JSON object, got {type(metadata).__name__}")
+        raise InvalidInput(f"{field}: expected a JSON object, got {json_kind(metadata)}")
     if _depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
         raise InvalidInput(f"{field}: nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
@@ -190,7 +262,7 @@ def decode_filters(filters: Any) -> SearchFilters:
     unknown = sorted(set(filters) - set(FILTER_KEYS))
     if unknown:
         raise InvalidInput(
-            f"filters: unknown key(s) {', '.join(map(str, unknown))}; "
+            f"filters: unknown key(s) {', '.join(map(shown, unknown))}; "
             f"known: {', '.join(FILTER_KEYS)}"
         )
     raw = dict(filters)

@@ -1,7 +1,8 @@
 """The MCP tools. Each one validates at the edge, calls the front, and shapes the answer.
 
-Errors: a ZapomniError becomes a ToolError with its short message (retryable ones say so);
-anything else is masked by fastmcp (``mask_error_details``) and logged here.
+Errors: arguments the signatures refuse are worded by services/mcp/arguments.py; a
+ZapomniError becomes a ToolError with its short message (retryable ones say so); anything
+else is masked by fastmcp (``mask_error_details``) and logged here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from services.mcp import front as ops
+from services.mcp.arguments import ArgumentErrors
 from services.mcp.front import Front
 from shared import metrics
 from shared.entities import ENTITY_TYPES
@@ -155,8 +157,10 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
             await live.pop("front").aclose()
 
     verifier = check_auth(settings) if auth else None
+    # strict: "10" is no integer and "yes" no boolean; ArgumentErrors words the refusal
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan, auth=verifier,
-                  mask_error_details=True)
+                  mask_error_details=True, strict_input_validation=True,
+                  middleware=[ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
     add_routes(mcp, verifier, live)

@@ -32,6 +32,7 @@ from shared.messages import (
     Neighbour,
     Passage,
 )
+from shared.validation import shown
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question
@@ -88,8 +89,8 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
         graph = store.graph(ref.namespace)
         rows = await run(graph, cypher.ENTITY_BY_ID, {"id": eid}, read_only=True)
     if not rows:
-        raise NotFound(f"no entity '{ref.name_or_id}' in namespace '{ref.namespace}'; "
-                       "search_entities finds names")
+        raise NotFound(f"name_or_id: no entity {shown(ref.name_or_id)} in namespace "
+                       f"'{ref.namespace}'; search_entities finds names")
     first = await run(graph, cypher.NEIGHBOURS, {"ids": [eid], "exclude": [eid],
                                                  "limit": 25}, read_only=True)
     neighbours = [Neighbour(entity_id=r[1], name=r[2], type=r[3], weight=int(r[4]), depth=1)

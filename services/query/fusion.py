@@ -4,7 +4,7 @@ overlapping chunks of one memory, and the per-result "why"."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared.messages import SignalMatch
@@ -139,16 +139,20 @@ def single(signal: str, rows: list[tuple[list[Any], float]]) -> list[Candidate]:
 
 
 def collapse(candidates: list[Candidate]) -> list[Candidate]:
-    """Keep the best of overlapping chunks of one memory; count the ones folded into it."""
+    """Keep the best of overlapping chunks of one memory, as copies that count the ones
+    folded into them (``also_matched``). The candidates themselves are left as they are:
+    search folds the same list more than once (graph seeds, context, the final list)."""
     kept: list[Candidate] = []
-    spans: dict[str, list[Candidate]] = {}
+    folded: list[int] = []
+    spans: dict[str, list[int]] = {}  # memory -> positions in kept
     for candidate in candidates:
         start, end = candidate.span
-        holder = next((k for k in spans.get(candidate.memory_id, [])
-                       if start < k.span[1] and k.span[0] < end), None)
+        holder = next((i for i in spans.get(candidate.memory_id, [])
+                       if start < kept[i].span[1] and kept[i].span[0] < end), None)
         if holder is not None:
-            holder.also_matched += 1
+            folded[holder] += 1
             continue
-        spans.setdefault(candidate.memory_id, []).append(candidate)
+        spans.setdefault(candidate.memory_id, []).append(len(kept))
         kept.append(candidate)
-    return kept
+        folded.append(0)
+    return [replace(c, also_matched=n) for c, n in zip(kept, folded, strict=True)]

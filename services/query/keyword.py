@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Iterable
 
 MAX_TERMS = 32
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -54,12 +55,17 @@ def tokenize(text: str) -> list[str]:
 
 
 def bm25(tokens: list[str], idf: dict[str, float], avgdl: float, k1: float = 0.9,
-         b: float = 0.4) -> float:
+         b: float = 0.4, matched: Iterable[str] = ()) -> float:
     """BM25 of one chunk (its ``tokenize``d words) for the query terms in ``idf`` (keys
-    already stemmed)."""
+    already stemmed). ``matched``: query terms the full-text index found in the chunk; each
+    counts at least once, also where its stemmer and ``stem`` disagree ("configured" and
+    "configuration" share a stem there, not here)."""
     counts: dict[str, int] = {}
     for token in tokens:
         if token in idf:
             counts[token] = counts.get(token, 0) + 1
+    for term in map(stem, matched):
+        if term in idf:
+            counts[term] = max(1, counts.get(term, 0))
     norm = k1 * (1 - b + b * len(tokens) / max(avgdl, 1.0))
     return sum(idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in counts.items())

@@ -21,7 +21,8 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
         rows = await run(store.graph(ref.namespace), cypher.GET_MEMORY, {"id": ref.memory_id},
                          read_only=True)
     if not rows:
-        raise NotFound(f"memory {ref.memory_id} not found in namespace '{ref.namespace}'")
+        raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
+                       f"'{ref.namespace}'")
     memory_id, text, tags, source, metadata, created, chunk_count, ready = rows[0]
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),

@@ -198,14 +198,12 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
                          total: Awaitable[int]) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
-    how many chunks (passing the filters) it matches."""
+    how many chunks of the namespace it matches, with or without filters."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    filtered = request.filters.active
     counted, total = await asyncio.gather(
-        run(graph, cypher.KEYWORD_DF if filtered else cypher.KEYWORD_DF_ALL,
-            {**params, "terms": words}, read_only=True), total)
+        run(graph, cypher.KEYWORD_DF_ALL, {"terms": words}, read_only=True), total)
     df = {term: int(count) for term, count in counted}
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
@@ -213,20 +211,25 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         return []
     pool = max(params["depth"], RESCORE_POOL)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
-    rows = await run(graph, cypher.KEYWORD_POOL if filtered else cypher.KEYWORD_POOL_ALL,
-                     {**params, "weighted": pool_terms(weighted, df, common), "pool": pool,
-                      "over": 2 * pool}, read_only=True)
-    if not rows:
-        return []
-    # BM25 over the pool: term frequency saturates and long chunks are normalised, which
-    # FalkorDB's score does not do
+    asked = {**params, "weighted": pool_terms(weighted, df, common), "pool": pool,
+             "over": 2 * pool}
+    pools = [run(graph, cypher.KEYWORD_POOL_ALL, asked, read_only=True)]
+    if request.filters.active:
+        pools.append(run(graph, cypher.KEYWORD_POOL, asked, read_only=True))
+    found = await asyncio.gather(*pools)
+    return rescore(found[-1], found[0], rarity)[:params["depth"]]
+
+
+def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],
+            rarity: dict[str, float]) -> Ranked:
+    """BM25 over the pool: term frequency saturates and long chunks are normalised, which
+    FalkorDB's score does not do. The average length is the unfiltered pool's and idf the
+    namespace's, so a filter only removes passages: it never changes one's score."""
     weights = {stem(w): weight for w, weight in rarity.items()}
-    tokens = [tokenize(row[2]) for row in rows]
-    avgdl = statistics.fmean(map(len, tokens))
-    rescored = sorted(((row, bm25(words_of, weights, avgdl))
-                       for row, words_of in zip(rows, tokens, strict=True)),
-                      key=lambda item: (-item[1], item[0][1]))
-    return rescored[:params["depth"]]
+    tokens = {row[1]: tokenize(row[2]) for row in (*unfiltered, *rows)}
+    avgdl = statistics.fmean(len(tokens[row[1]]) for row in unfiltered or rows) if rows else 1.0
+    return sorted(((row[:6], bm25(tokens[row[1]], weights, avgdl, matched=row[6]))
+                   for row in rows), key=lambda item: (-item[1], item[0][1]))
 
 
 def pool_terms(weighted: list[list[Any]], df: dict[str, int],

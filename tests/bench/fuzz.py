@@ -2,8 +2,9 @@
 
     ./dev bench fuzz [--examples 5000] [--seed N]
 
-Prints calls by outcome and by tool, and every internal error, leak or write from a refused
-call (all must be 0); writes tests/bench/results/fuzz.json. The test suite runs 400 calls.
+Prints calls by outcome and by tool, and every internal error, leak, refusal not in our style
+(``field: what is wrong``) or write from a refused call (all must be 0); writes
+tests/bench/results/fuzz.json. The test suite runs 400 calls.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def main() -> None:
             elapsed = time.perf_counter() - started
     tally = target.tally
     bad = {kind: sum(1 for b in tally.bad if b.startswith(kind))
-           for kind in ("internal error", "leak", "refused but wrote")}
+           for kind in ("internal error", "leak", "style", "refused but wrote")}
     result = {"calls": tally.calls, "seconds": round(elapsed, 1),
               "outcomes": dict(tally.outcomes), "by_tool": dict(sorted(tally.by_tool.items())),
               "internal_errors": bad["internal error"], "leaks": bad["leak"],
+              "refusals_not_in_our_style": bad["style"],
               "writes_from_refused_calls": bad["refused but wrote"], "examples": tally.bad[:20]}
     for key, value in result.items():
         print(f"{key:<26} {value}")

@@ -1,14 +1,21 @@
 """Every MCP tool, fuzzed through fastmcp's client over HTTP (tests/support/fuzz.py).
 
-No internal error, no message that leaks internals, no write from a refused call. The default
-run draws 400 calls; ``./dev bench fuzz --examples N`` runs longer and prints the counts."""
+No internal error, no message that leaks internals, no refusal in another style than
+``field: what is wrong``, no write from a refused call. The default run draws 400 calls;
+``./dev bench fuzz --examples N`` runs longer and prints the counts."""
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
-from tests.support.fuzz import TOOLS, calls, front_over_http
+from tests.support.fuzz import TOOLS, calls, front_over_http, styled
+
+# for each JSON type a tool's schema names, a value of another type a client might send
+WRONG = {"string": 5, "integer": "5", "number": "0.5", "boolean": "yes", "object": [1],
+         "array": "x"}
+MINIMAL = {"text": "x", "items": [{"text": "x"}], "task_id": "task_" + "0" * 32, "query": "q",
+           "memory_id": "mem_" + "0" * 32, "name_or_id": "Ada"}
 
 
 def test_hostile_and_malformed_calls_are_refused_cleanly(settings, query_service):
@@ -27,6 +34,35 @@ def test_hostile_and_malformed_calls_are_refused_cleanly(settings, query_service
     assert set(tally.by_tool) == set(TOOLS)  # every tool was called
     assert tally.outcomes["invalid"] > 100 and tally.outcomes["accepted"] > 20, tally.outcomes
     assert tally.outcomes["internal"] == 0
+
+
+def schema_type(prop: dict) -> str:
+    return next(o["type"] for o in prop.get("anyOf", [prop]) if o.get("type") != "null")
+
+
+def test_every_tool_refuses_wrong_types_unknown_and_missing_arguments_in_our_words(
+        settings, query_service):
+    """Read from each tool's advertised schema, so a new tool or argument is covered too."""
+    with front_over_http(settings) as target:
+        tools = target.loop.run_until_complete(target.client.list_tools())
+        assert {t.name for t in tools} == set(TOOLS)
+        sent = []
+        for tool in tools:
+            props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
+            minimal = {name: MINIMAL[name] for name in required}
+            cases = [(name, minimal | {name: WRONG[schema_type(prop)]}, "expected ")
+                     for name, prop in props.items()]
+            cases += [(name, {k: v for k, v in minimal.items() if k != name},
+                       "required but missing; send ") for name in required]
+            cases.append(("colour", minimal | {"colour": "red"}, "unknown argument; "))
+            for field, arguments, words in cases:
+                assert target.call(tool.name, arguments) == "invalid", (tool.name, arguments)
+                text = target.last
+                assert text.startswith(f"{field}: {words}"), (tool.name, arguments, text)
+                assert styled(text, tool.name, arguments), text
+                sent.append(tool.name)
+        assert not target.tally.bad, target.tally.bad  # and nothing was written
+    assert len(sent) >= 3 * len(TOOLS)
 
 
 def test_the_largest_text_goes_over_http_and_one_more_character_is_refused(settings,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.mcp import front as ops
-from shared.messages import SearchResponse
+from shared.messages import MemoryRecord, MemoryRef, SearchResponse
 from shared.validation import decode_add_memory, decode_search
 from tests.support.workers import run_workers
 
@@ -88,7 +88,8 @@ async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
     from tests.conftest import make_settings
     from tests.support.servers import ThreadedServer
 
-    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16)
+    # no graph built: the graph signal finds nothing and hybrid folds one list twice
+    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16, graph_auto=False)
     text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
                     for i in range(40))
     from services.query.app import build_app
@@ -97,17 +98,45 @@ async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
     with ThreadedServer(build_app(settings), port=port):
         front = Front(settings)
         try:
-            await ops.add_memory(front, decode_add_memory(text, None, None))
+            added = await ops.add_memory(front, decode_add_memory(text, None, None))
             await run_workers(settings)
+            chunks = (await front.query.call("/v1/memory", MemoryRef(
+                memory_id=added.memory_id), MemoryRecord)).chunk_count
             hits = await search(front, "crane container blue ship harbour", limit=20)
         finally:
             await front.aclose()
     spans = sorted((h.char_start, h.char_end) for h in hits)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # no overlaps
-    assert sum(h.also_matched for h in hits) > 0
+    # every chunk is a candidate (the vector signal returns them all): each one is either a
+    # result or folded into exactly one, counted once however often search folds the list
+    assert len(hits) < 20 and chunks > len(hits)
+    assert sum(h.also_matched for h in hits) == chunks - len(hits)
 
 
 async def test_repeated_queries_hit_the_embedding_cache(front, notes, aredis):
     await search(front, "a question asked twice", mode="vector")
     await search(front, "a question asked twice", mode="vector")
     assert len(await aredis.keys("zapomni:qemb:onnx:all-MiniLM-L6-v2-int8:*")) == 1
+
+
+
+
+async def test_a_filter_narrows_keyword_results_and_keeps_their_scores(settings, front,
+                                                                     query_service):
+    """idf is the namespace's and the average length the unfiltered pool's, so a filter only
+    removes passages; and a passage the index matched through its stemmer ("configured" finds
+    "configuration") scores above 0."""
+    texts = [("The configuration of the server lives in one file.", {"tags": ["cfg"]}),
+             ("The server was configured yesterday by the admins.", None),
+             ("Running servers need libraries.", {"tags": ["run"]}),
+             ("She runs the library and the servers.", None)]
+    ids = [(await ops.add_memory(front, decode_add_memory(text, meta, None))).memory_id
+           for text, meta in texts]
+    await run_workers(settings)
+    for query, tag, expected in (("configured", "cfg", 0), ("configuring servers", "cfg", 0),
+                                 ("running library", "run", 2)):
+        plain = {h.chunk_id: h.score for h in await search(front, query, mode="keyword")}
+        tagged = await search(front, query, mode="keyword", filters={"tags": [tag]})
+        assert [h.memory_id for h in tagged] == [ids[expected]], query
+        assert len(plain) > 1 and all(score > 0 for score in plain.values()), (query, plain)
+        assert [h.score for h in tagged] == [plain[tagged[0].chunk_id]], query

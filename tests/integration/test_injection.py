@@ -50,7 +50,8 @@ async def test_hostile_syntax_in_every_field_is_plain_text(client, settings):
         assert [h["memory_id"] for h in hits] == [added["memory_id"]], filters
     for query in (CYPHER, REDISEARCH, "k`}) RETURN 1 //"):
         await call(client, "search_entities", query=query)
-        assert (await error(client, "get_entity", name_or_id=query)).startswith("no entity")
+        assert (await error(client, "get_entity", name_or_id=query)).startswith(
+            "name_or_id: no entity")
     # nothing else was touched: the bystander is there, the graph is whole
     assert (await call(client, "get_memory", memory_id=bystander["memory_id"]))["text"]
     assert (await stored(settings))["memories"] == 2

@@ -89,20 +89,21 @@ async def test_the_whole_tool_set(client, settings, aredis):
      "items[1].text: must not be empty"),
     ("add_memories", {"items": [{"text": "ok", "extra": 1}]},
      "items[0]: expected an object with 'text' and optional 'metadata'"),
-    ("search_memory", {"query": "x" * 2001}, "query: Expected `str` of length <= 2000"),
-    ("search_memory", {"query": "q", "limit": 0}, "limit: Expected `int` >= 1"),
+    ("search_memory", {"query": "x" * 2001}, "query: too long (at most 2,000 characters)"),
+    ("search_memory", {"query": "q", "limit": 0}, "limit: must be at least 1"),
     ("search_memory", {"query": "q", "filters": {"color": "red"}},
      "filters: unknown key(s) color; known: tags, tags_all, source, after, before, metadata"),
     ("graph_status", {"task_id": "nope"}, "task_id: not a valid id"),
     ("get_memory", {"memory_id": "mem_123"}, "memory_id: not a valid id"),
     ("delete_memory", {"memory_id": "../../etc"}, "memory_id: not a valid id"),
     ("get_stats", {"namespace": "x" * 65}, "namespace: must be 1-64 characters"),
-    ("build_graph", {"memory_ids": ["mem_1"]}, "memory_ids[0]: Expected `str` matching regex"),
-    ("build_graph", {"memory_ids": []}, "memory_ids: Expected `array` of length >= 1"),
+    ("build_graph", {"memory_ids": ["mem_1"]},
+     "memory_ids[0]: not a valid id (expected mem_ and 32 hex digits)"),
+    ("build_graph", {"memory_ids": []}, "memory_ids: too few items (at least 1)"),
     ("cancel_task", {"task_id": "task_x"}, "task_id: not a valid id"),
     ("search_entities", {"query": "x", "type": "planet"}, "type: expected one of event, group"),
-    ("search_entities", {"query": " "}, "query: Expected `str` of length >= 1"),
-    ("get_entity", {"name_or_id": "Ada", "depth": 3}, "depth: Expected `int` <= 2"),
+    ("search_entities", {"query": " "}, "query: must not be empty"),
+    ("get_entity", {"name_or_id": "Ada", "depth": 3}, "depth: must be at most 2"),
 ])
 async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings, aredis,
                                                                 tool, arguments, message):
@@ -110,9 +111,53 @@ async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings
     assert await nothing_queued(aredis, settings)
 
 
-async def test_wrong_types_are_refused_naming_the_field(client, settings, aredis):
-    text = await error(client, "add_memory", text=5)
-    assert "text" in text and "string" in text
+# what the tools' signatures refuse (services/mcp/arguments.py words it): strict types
+@pytest.mark.parametrize(("tool", "arguments", "message"), [
+    ("add_memory", {"text": 5}, "text: expected a string, got 5"),
+    ("add_memory", {"text": "x", "metadata": ["tags"]},
+     "metadata: expected a JSON object, got a list"),
+    ("add_memory", {}, "text: required but missing; send a string"),
+    ("add_memory", {"text": "x", "tags": ["t"]},
+     "tags: unknown argument; add_memory takes text, metadata, namespace"),
+    ("add_memories", {"items": {"text": "x"}}, "items: expected a list, got a JSON object"),
+    ("add_memories", {"items": ["x"]}, "items[0]: expected a JSON object, got a string"),
+    ("add_memories", {"items": [{"text": None}]}, "items[0].text: expected a string, got null"),
+    ("search_memory", {"query": "q", "limit": "10"}, "limit: expected an integer, got a string"),
+    ("search_memory", {"query": "q", "limit": 10.5}, "limit: expected an integer, got 10.5"),
+    ("search_memory", {"query": "q", "limit": True}, "limit: expected an integer, got true"),
+    ("search_memory", {"query": "q", "min_score": "0.5"},
+     "min_score: expected a number, got a string"),
+    ("search_memory", {"query": "q", "filters": [1]},
+     "filters: expected a JSON object, got a list"),
+    ("search_memory", {"query": "q", "filters": {"metadata": {"lang": ["en"]}}},
+     "filters.metadata: expected true, false, a number or a string, got a list"),
+    ("search_memory", {"limit": 3}, "query: required but missing; send a string"),
+    ("search_memory", {"query": "q", "top_k": 3}, "top_k: unknown argument; search_memory "
+     "takes query, limit, filters, namespace, mode, min_score"),
+    ("search_memory", {"query": "q", "a\nb": 1}, '"a\\nb": unknown argument;'),
+    ("graph_status", {"task_id": None}, "task_id: expected a string, got null"),
+    ("graph_status", {}, "task_id: required but missing; send a string"),
+    ("get_memory", {"memory_id": ["mem_1"]}, "memory_id: expected a string, got a list"),
+    ("delete_memory", {"memory_id": "mem_" + "0" * 32, "force": True},
+     "force: unknown argument; delete_memory takes memory_id, namespace"),
+    ("get_stats", {"namespace": 7}, "namespace: expected a string, got 7"),
+    ("build_graph", {"rebuild": "yes"}, "rebuild: expected true or false, got a string"),
+    ("build_graph", {"rebuild": "true"}, "rebuild: expected true or false, got a string"),
+    ("build_graph", {"rebuild": 1}, "rebuild: expected true or false, got 1"),
+    ("build_graph", {"memory_ids": "mem_1"}, "memory_ids: expected a list, got a string"),
+    ("build_graph", {"memory_ids": [1]}, "memory_ids[0]: expected a string, got 1"),
+    ("cancel_task", {"task_id": 1}, "task_id: expected a string, got 1"),
+    ("search_entities", {"query": "x", "limit": 2.0}, "limit: expected an integer, got 2.0"),
+    ("search_entities", {"query": "x", "type": 3}, "type: expected a string, got 3"),
+    ("get_entity", {"name_or_id": "Ada", "depth": True}, "depth: expected an integer, got true"),
+    ("get_entity", {"depth": 1, "name": "Ada"},
+     "name_or_id: required but missing; send a string (and 1 more problem)"),
+])
+async def test_wrong_types_unknown_and_missing_arguments_are_refused_in_our_words(
+        client, settings, aredis, tool, arguments, message):
+    text = await error(client, tool, **arguments)
+    assert text.startswith(message), text
+    assert "\n" not in text and "pydantic" not in text and "http" not in text
     assert await nothing_queued(aredis, settings)
 
 
@@ -120,7 +165,7 @@ async def test_unknown_ids_say_not_found(client):
     assert await error(client, "graph_status", task_id="task_" + "0" * 32) == (
         f"task task_{'0' * 32} not found (task records are kept 7 days)")
     assert await error(client, "delete_memory", memory_id="mem_" + "0" * 32) == (
-        f"memory mem_{'0' * 32} not found in namespace 'default'")
+        f"memory_id: mem_{'0' * 32} not found in namespace 'default'")
 
 
 async def test_internal_errors_are_masked(client, aredis):

@@ -99,7 +99,10 @@ def test_overlapping_chunks_of_one_memory_fold_into_the_best():
                   Candidate(row=row("m", 5, 500, 600)), Candidate(row=row("n", 0, 0, 100))]
     kept = collapse(candidates)
     assert [c.row[1] for c in kept] == ["m:1", "m:5", "n:0"]
-    assert kept[0].also_matched == 1 and kept[1].also_matched == 0
+    assert [c.also_matched for c in kept] == [1, 0, 0]
+    # pure: the candidates are untouched, so folding the same list again counts the same
+    assert [c.also_matched for c in candidates] == [0, 0, 0, 0]
+    assert [c.also_matched for c in collapse(candidates)] == [1, 0, 0]
 
 
 def test_keyword_query_is_only_ever_words():
@@ -143,6 +146,8 @@ def test_bm25_saturates_and_normalises_length():
     padded = bm25(tokenize("lighthouse storm " + "filler " * 40), idf, avgdl=10)
     assert short > padded  # the same matches in a longer chunk count for less
     assert bm25(tokenize("nothing relevant here"), idf, avgdl=3) == 0
+    # a term the full-text index matched counts once even where stem() does not see it
+    assert bm25(tokenize("nothing relevant here"), idf, avgdl=3, matched=["storm"]) > 0
 
 
 def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():

@@ -3,11 +3,13 @@ import json
 import pytest
 
 from shared.errors import InvalidInput
+from shared.messages import BuildGraph
 from shared.validation import (
     MAX_TEXT_CHARS,
     check_id,
     check_namespace,
     check_task_id,
+    convert,
     decode_add_memory,
     decode_search,
 )
@@ -36,8 +38,8 @@ def test_add_memory_strips_text_and_splits_metadata():
     ("   \n\t", "text: must not be empty"),
     ("a\x00b", "text: must not contain NUL"),
     ("bad \ud800 surrogate", "text: not valid UTF-8 (lone surrogate at character 4)"),
-    (42, "text: expected a string, got int"),
-    (None, "text: expected a string, got NoneType"),
+    (42, "text: expected a string, got 42"),
+    (None, "text: expected a string, got null"),
 ])
 def test_bad_text_names_the_field_and_the_rule(text, expected):
     assert error_of(decode_add_memory, text, None, None).startswith(expected)
@@ -50,7 +52,7 @@ def test_text_limit_is_ten_million_characters_after_strip():
 
 
 @pytest.mark.parametrize(("metadata", "expected"), [
-    ([1, 2], "metadata: expected a JSON object, got list"),
+    ([1, 2], "metadata: expected a JSON object, got a list"),
     ({"id": 1}, "metadata: reserved key(s) id"),
     ({"tags": "x"}, "metadata.tags: expected a list of strings"),
     ({"tags": [""]}, "metadata.tags: expected a list of strings"),
@@ -96,11 +98,12 @@ def test_search_defaults_and_limits():
     request = decode_search("  what  ", None, None, None)
     assert (request.query, request.limit, request.namespace) == ("what", 10, "default")
     assert not request.filters.active
-    assert error_of(decode_search, "q", 0, None, None) == "limit: Expected `int` >= 1"
-    assert error_of(decode_search, "q", 101, None, None) == "limit: Expected `int` <= 100"
-    assert error_of(decode_search, "q", "5", None, None) == "limit: Expected `int`, got `str`"
+    assert error_of(decode_search, "q", 0, None, None) == "limit: must be at least 1"
+    assert error_of(decode_search, "q", 101, None, None) == "limit: must be at most 100"
+    assert error_of(decode_search, "q", "5", None, None) == \
+        "limit: expected an integer, got a string"
     assert error_of(decode_search, "x" * 2001, 5, None, None) == \
-        "query: Expected `str` of length <= 2000"
+        "query: too long (at most 2,000 characters)"
     assert error_of(decode_search, " ", 5, None, None) == \
         "query: must not be empty or only whitespace"
 
@@ -116,4 +119,18 @@ def test_search_filters():
     assert error_of(decode_search, "q", 5, {"after": "yesterday"}, None).startswith(
         "filters.after: expected an ISO-8601 date")
     assert error_of(decode_search, "q", 5, {"tags": "a"}, None) == \
-        "filters.tags: Expected `array | null`, got `str`"
+        "filters.tags: expected a list or null, got a string"
+    assert error_of(decode_search, "q", 5, {"metadata": {"k": [1]}}, None) == \
+        "filters.metadata: expected true, false, a number or a string, got a list"
+    assert error_of(decode_search, "q", 5, {"a\nb": 1}, None).startswith(
+        'filters: unknown key(s) "a\\nb"; known:')
+
+
+def test_no_regex_and_no_library_wording_in_id_errors():
+    assert error_of(convert, {"memory_ids": ["mem_1"]}, BuildGraph) == \
+        "memory_ids[0]: not a valid id (expected mem_ and 32 hex digits)"
+    assert error_of(convert, {"namespace": "A"}, BuildGraph).startswith(
+        "namespace: must be 1-64 characters")
+    assert error_of(convert, {"rebuild": "yes"}, BuildGraph) == \
+        "rebuild: expected true or false, got a string"
+    assert error_of(convert, {"bogus": 1}, BuildGraph) == "bogus: unknown field"

@@ -1,0 +1,96 @@
+"""Tool arguments the tool's signature refuses, told in our words.
+
+fastmcp checks a call's arguments against the tool's signature with pydantic before the tool
+runs (strict: ``"10"`` is not an integer, ``"yes"`` not a boolean) and raises its own
+``ValidationError`` carrying pydantic's. Left alone, the client reads pydantic's multi-line
+text with its URL and version. ``ArgumentErrors`` catches that one exception in one place and
+answers ``field: what is wrong; what to do`` instead. This is the only module that knows how
+fastmcp and pydantic report bad arguments; tests/integration/test_fuzz.py fails if they change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import ToolResult
+from pydantic import ValidationError as PydanticError
+
+from shared import metrics
+from shared.validation import json_kind, shown
+
+# pydantic's error types -> what the argument should have been
+EXPECTED = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",
+            "bool_type": "true or false", "dict_type": "a JSON object", "list_type": "a list",
+            "none_required": "null"}
+SCHEMA_TYPES = {"string": "a string", "integer": "an integer", "number": "a number",
+                "boolean": "true or false", "object": "a JSON object", "array": "a list",
+                "null": "null"}
+
+
+class ArgumentErrors(Middleware):
+    """Rewrites fastmcp's argument ValidationError into one short line (a ToolError)."""
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext) -> ToolResult:
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            tool = context.message.name
+            schema = await tool_schema(context, tool)
+            metrics.TOOL_CALLS.labels(tool, "invalid").inc()
+            cause = exc.__cause__
+            errors = cause.errors(include_url=False) if isinstance(cause, PydanticError) else []
+            raise ToolError(describe_errors(errors, tool, schema)) from None
+
+
+async def tool_schema(context: MiddlewareContext, tool: str) -> dict[str, Any]:
+    """The tool's JSON schema for its arguments ({} if it cannot be found)."""
+    server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+    found = await server.get_tool(tool) if server else None
+    return found.parameters if found else {}
+
+
+def describe_errors(errors: list[dict[str, Any]], tool: str, schema: dict[str, Any]) -> str:
+    """The first problem as ``field: what is wrong; what to do``, and how many more."""
+    if not errors:
+        return f"arguments: not valid for {tool}; see the tool's input schema"
+    first = describe_one(errors[0], tool, schema)
+    more = len(errors) - 1
+    return first + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+
+
+def describe_one(error: dict[str, Any], tool: str, schema: dict[str, Any]) -> str:
+    loc = error.get("loc", ())
+    field = path(loc)
+    kind = error.get("type", "")
+    properties = schema.get("properties", {})
+    if kind == "unexpected_keyword_argument":
+        return f"{field}: unknown argument; {tool} takes {', '.join(properties) or 'none'}"
+    if kind in ("missing_argument", "missing"):
+        wanted = expected_by_schema(properties.get(loc[0], {})) if loc else ""
+        return f"{field}: required but missing; send {wanted or 'a value'}"
+    wanted = EXPECTED.get(kind) or (expected_by_schema(properties.get(loc[0], {}))
+                                    if len(loc) == 1 else "")
+    got = json_kind(error.get("input"))
+    if wanted:
+        return f"{field}: expected {wanted}, got {got}"
+    return f"{field}: not a valid value ({got}); see the tool's input schema"
+
+
+def path(loc: tuple | list) -> str:
+    """('memory_ids', 0) -> memory_ids[0]; names that are not plain words are quoted."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + shown(part)
+    return text or "arguments"
+
+
+def expected_by_schema(prop: dict[str, Any]) -> str:
+    """'a string', 'an integer or null'... from a property of a JSON schema."""
+    options = prop.get("anyOf") or [prop]
+    kinds = [SCHEMA_TYPES[o["type"]] for o in options if o.get("type") in SCHEMA_TYPES]
+    return " or ".join(kinds)
