@@ -145,7 +145,7 @@ async def add_memories(front: Front, memories: list[AddMemory]) -> list[AddRecei
 async def task_status(front: Front, task_id: str) -> TaskRecord:
     record = await redis_call(front, tasks.get_task(front.redis, task_id))
     if record is None:
-        raise NotFound(f"task {task_id} not found (task records are kept "
+        raise NotFound(f"task_id: {task_id} not found (task records are kept "
                        f"{front.settings.task_ttl_days} days)")
     return record
 

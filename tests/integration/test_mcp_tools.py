@@ -163,7 +163,7 @@ async def test_wrong_types_unknown_and_missing_arguments_are_refused_in_our_word
 
 async def test_unknown_ids_say_not_found(client):
     assert await error(client, "graph_status", task_id="task_" + "0" * 32) == (
-        f"task task_{'0' * 32} not found (task records are kept 7 days)")
+        f"task_id: task_{'0' * 32} not found (task records are kept 7 days)")
     assert await error(client, "delete_memory", memory_id="mem_" + "0" * 32) == (
         f"memory_id: mem_{'0' * 32} not found in namespace 'default'")
 

@@ -182,9 +182,6 @@ MASKED = re.compile(r"^Error calling tool '[a-z_]+'$|internal error", re.IGNOREC
 # (items[0].text) or a quoted unknown key ("a\\nb"); no library wording
 STYLED = re.compile(r'(?P<head>"(?:[^"\\]|\\.)*"(?:\.\.\.)?|[A-Za-z_][A-Za-z0-9_]*)'
                     r'(?:\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*: \S')
-# services/mcp/front.py still words an unknown task as "task task_... not found"; it becomes
-# "task_id: ..." when that file is next changed, and then this exception goes
-OLD_NOT_FOUND = re.compile(r"task task_[0-9a-f]{32} not found \(task records are kept \d+ days\)$")
 FOREIGN = re.compile(r"pydantic|https?:|validation error|Input should be|Expected `|regex"
                      r"|\[type=|\btype=", re.IGNORECASE)
 
@@ -264,8 +261,6 @@ class Target:
 def styled(text: str, tool: str, arguments: dict[str, Any]) -> bool:
     """Whether a refusal is in our style: one line starting with the field it is about (an
     argument of the tool, one the caller sent, or a quoted unknown key), no library wording."""
-    if OLD_NOT_FOUND.match(text):
-        return True
     found = STYLED.match(text)
     if not found or "\n" in text or FOREIGN.search(_without_inputs(text, arguments)):
         return False
