@@ -3,7 +3,8 @@ the enqueue calls the front and the workers make (each job's bytes reserved: sha
 
 from __future__ import annotations
 
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -62,21 +63,33 @@ def _expires(settings: Settings) -> timedelta:
 
 
 async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
-                  bounded: bool = False) -> bool:
+                  bounded: bool = False, first: bool = False) -> bool:
     """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/capacity.py).
     ``bounded``: refuse (Overloaded) when the queue is full; the front's adds and graph
     builds are, while what workers enqueue (fan-out parts, follow-up graph jobs) and deletes
-    are only counted. False when arq already holds a job with this id or ran it recently."""
+    are only counted. ``first``: ahead of every job waiting (arq takes the lowest score
+    first). False when arq already holds a job with this id or ran it recently."""
     await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
     try:
         queued = await redis.enqueue_job(function, job, _job_id=job_id,
-                                         _expires=_expires(settings))
+                                         _expires=_expires(settings),
+                                         _defer_until=await _head(redis, settings) if first
+                                         else None)
     except BaseException:
         await capacity.release_quietly(redis, job_id)
         raise
     if queued is None:
         await capacity.release(redis, job_id)  # a no-op while arq holds the job
     return queued is not None
+
+
+async def _head(redis: ArqRedis, settings: Settings) -> datetime | None:
+    """A moment just before the oldest waiting job's, or None when nothing waits longer
+    than a job enqueued now would."""
+    oldest = await redis.zrange(settings.queue_name, 0, 0, withscores=True)
+    if not oldest or oldest[0][1] >= time.time() * 1000:
+        return None
+    return datetime.fromtimestamp((oldest[0][1] - 1) / 1000, UTC)
 
 
 async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob, *,
@@ -90,7 +103,9 @@ async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> Non
 
 
 async def enqueue_delete(redis: ArqRedis, settings: Settings, job: DeleteJob) -> None:
-    await enqueue(redis, settings, DELETE, job, job.task_id)
+    """A delete goes to the head of the queue: it is short, and an add of the same text is
+    refused until it is done (shared/tasks.py)."""
+    await enqueue(redis, settings, DELETE, job, job.task_id, first=True)
 
 
 async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,

@@ -234,3 +234,21 @@ async def test_each_claim_has_a_newer_generation(settings, aredis):
     assert record.gen > 0
     second = await add_text(settings, TEXT + " Again.")
     assert (await tasks.get_task(aredis, second.task_id)).gen > record.gen
+
+
+async def test_a_delete_goes_ahead_of_the_jobs_waiting(settings, aredis):
+    """An add of the same text waits for its delete: the delete does not wait for the
+    queue."""
+    kept = await add_text(settings, TEXT)
+    await run_workers(settings)
+    waiting = [await add_text(settings, f"Waiting note number {i}.") for i in range(3)]
+    front = Front(settings)
+    try:
+        deleting = await ops.delete_memory(front, MemoryRef(memory_id=kept.memory_id))
+    finally:
+        await front.aclose()
+    order = [job.decode() for job in await aredis.zrange(settings.queue_name, 0, -1)]
+    assert order == [deleting.task_id] + [w.task_id for w in waiting]
+    await run_workers(settings)
+    assert await state(aredis, deleting.task_id) == "done"
+    assert (await stored(settings))["ready"] == 3
