@@ -76,5 +76,6 @@ async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob) -> N
 
 
 async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
-    await redis.enqueue_job(GRAPH_PART, job, _job_id=part_job_id(job.task_id, job.part),
-                            _expires=_expires(settings))
+    """A continuation (``seq`` > 0) has an id of its own, derived: enqueued twice, it runs once."""
+    job_id = part_job_id(job.task_id, job.part) + (f":next:{job.seq}" if job.seq else "")
+    await redis.enqueue_job(GRAPH_PART, job, _job_id=job_id, _expires=_expires(settings))
