@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
 from services.mcp import front as ops
 from services.mcp.front import Front
 from shared.graphstore import GraphStore
-from shared.messages import BuildGraph, MemoryRef
+from shared.messages import BuildGraph, GraphJob, MemoryRef
 from shared.queue import deserialize
 from shared.settings import Settings
 from tests.conftest import make_settings
@@ -71,6 +72,7 @@ async def test_a_build_pages_through_more_chunks_than_a_part_holds(settings, fro
     parts = [await job_args(front, f"{task.task_id}:part:{i}") for i in range(6)]
     assert parts[5] is None and all(p is not None for p in parts[:5])
     assert all(p["chunk_ids"] == [] and p["last"] for p in parts[:5])
+    assert await pages(small, 5) == sorted(f"{m}:0" for m in memory_ids)
     assert await broken(small) == consistent(await broken(small))
     # some memories: groups of whole memories, read from each memory to its chunks
     some = await build(front, small, BuildGraph(memory_ids=memory_ids[:20], rebuild=True))
@@ -78,6 +80,25 @@ async def test_a_build_pages_through_more_chunks_than_a_part_holds(settings, fro
     groups = [await job_args(front, f"{some.task_id}:part:{i}") for i in range(3)]
     assert sorted(m for g in groups for m in g["memory_ids"]) == sorted(memory_ids[:20])
     assert await stored(small, graph=True) == counts
+
+
+async def pages(settings: Settings, parts: int) -> list[str]:
+    """Every chunk id the parts of a rebuild read, part after part, batch after batch."""
+    store = GraphStore(settings)
+    res = SimpleNamespace(settings=settings)
+    try:
+        g = store.graph("default")
+        job = GraphJob(task_id="task_pages", namespace="default", rebuild=True)
+        read = []
+        for part in await graph.plan(g, job, parts * settings.graph_part_chunks,
+                                     settings.graph_part_chunks):
+            after = part.after
+            while rows := await graph.next_batch(res, g, part, after):
+                read += [row[0] for row in rows]
+                after = rows[-1][0]
+        return read
+    finally:
+        await store.aclose()
 
 
 PAIR_TEXTS = [f"Ada Lovelace wrote to Charles Babbage about engine number {i}."
