@@ -132,20 +132,21 @@ def from_legacy(job: GraphPartJob) -> GraphPartJob:
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
     budget = started + res.settings.job_timeout * res.settings.graph_budget
-    after = job.after
+    after, read = job.after, 0
     while True:
         if await cancelled(res, job.task_id):
             return "cancelled"
         rows = await next_batch(res, graph, job, after)
         if not rows:
             break
-        after = await read_batch(res, graph, job, rows)
-        if after_batch is not None:
-            await after_batch(job, after)
-        if time.monotonic() >= budget:
+        if read and time.monotonic() >= budget:  # at least one batch per job: progress
             await enqueue_graph_part(res.redis, res.settings, msgspec.structs.replace(
                 job, after=after, seq=job.seq + 1))
             return f"part {job.part + 1}/{job.parts} continues after {after}"
+        after = await read_batch(res, graph, job, rows)
+        read += 1
+        if after_batch is not None:
+            await after_batch(job, after)
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl, progress=False)
     if done >= job.parts:
