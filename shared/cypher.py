@@ -114,62 +114,125 @@ RETURN m.id, coalesce(m.task_id, '') ORDER BY m.created_at LIMIT $limit
 """
 
 # ---- the knowledge graph (workers/graph.py) ----
-# chunks a graph task covers: not yet processed, or all of them (rebuild); of some memories
-GRAPH_CHUNKS = """
+# A graph task reads chunks in batches, by id order from a cursor ($after, exclusive) up to
+# $last (inclusive): the worker holds one batch of ids, never the namespace's. Which chunks:
+# not yet read, or (rebuild) not yet rewritten by this task ($task): a rebuild stamps each
+# chunk it rewrites, so a part that runs again skips what it already did.
+# FalkorDB 4.22's index range on a string returns extra ids past its bounds (measured: 790
+# for 500); the "+ ''" copies are checked exactly, after the index narrowed the scan.
+_GRAPH_PICK = """
+c.id > $after AND c.id <= $last AND c.id + '' > $after AND c.id + '' <= $last
+AND m.ready = true
+AND CASE WHEN $rebuild THEN coalesce(c.graph_task, '') <> $task
+         ELSE c.entities_at IS NULL END
+"""
+# the whole namespace: a range scan of the chunk id index
+GRAPH_BATCH = (
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE " + _GRAPH_PICK
+    + "RETURN c.id, c.text ORDER BY c.id LIMIT $batch"
+)
+# some memories (at most 1,000): from each memory to its chunks
+GRAPH_BATCH_OF = (
+    "UNWIND $memory_ids AS mid MATCH (m:Memory {id: mid})-[:HAS_CHUNK]->(c:Chunk) WHERE "
+    + _GRAPH_PICK + "RETURN c.id, c.text ORDER BY c.id LIMIT $batch"
+)
+# how many chunks a task covers: an aggregate, nothing held but the count
+GRAPH_COUNT = """
 MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk)
 WHERE m.ready = true AND ($memory_ids IS NULL OR m.id IN $memory_ids)
   AND ($rebuild OR c.entities_at IS NULL)
-RETURN c.id ORDER BY c.id
+RETURN count(c)
 """
-CHUNK_TEXTS = """
-UNWIND $ids AS id MATCH (c:Chunk {id: id})
-WHERE $rebuild OR c.entities_at IS NULL
-RETURN c.id, c.text
+# the memories a task of some memories covers, with their sizes, to group them into parts
+MEMORY_SIZES = """
+UNWIND $memory_ids AS id MATCH (m:Memory {id: id}) WHERE m.ready = true
+RETURN m.id, m.chunk_count ORDER BY m.id
 """
-MERGE_ENTITIES = """
-UNWIND $rows AS r
-MERGE (e:Entity {id: r.id})
-ON CREATE SET e.key = r.key, e.name = r.name, e.type = r.type
-"""
-MERGE_MENTIONS = """
-UNWIND $rows AS r
-MATCH (c:Chunk {id: r.chunk}) MATCH (e:Entity {id: r.entity})
-MERGE (c)-[m:MENTIONS]->(e)
-SET m.count = r.count
-"""
-# weight = the number of distinct chunks in which the pair shares a sentence (evidence), so
-# processing a chunk twice adds nothing
-MERGE_RELATED = """
-UNWIND $rows AS r
-MATCH (a:Entity {id: r.a}) MATCH (b:Entity {id: r.b})
-MERGE (a)-[x:RELATED]->(b)
-WITH x, r, coalesce(x.evidence, []) AS had
-WITH x, had + [id IN r.chunks WHERE NOT id IN had] AS evidence
-SET x.evidence = evidence, x.weight = size(evidence)
-"""
-MARK_EXTRACTED = "UNWIND $ids AS id MATCH (c:Chunk {id: id}) SET c.entities_at = $now"
 
-# undoing what chunks contributed (rebuild of some memories, delete of a memory)
-CHUNK_ENTITIES = """
-UNWIND $ids AS id MATCH (:Chunk {id: id})-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id
+# What a chunk contributed, replaced in one statement (atomic in FalkorDB: a crash or a
+# cancel leaves either the old contribution or the new, never neither). A chunk records the
+# entity pairs it contributed (c.pairs, "id id" strings, bounded per chunk): its old pairs
+# take one off their RELATED weight and their evidence, its old MENTIONS go; then its new
+# entities, MENTIONS and pairs are written and the chunk is marked (or, $now null: forgotten).
+# RELATED.weight counts the chunks whose pairs name the edge; RELATED.evidence keeps the last
+# $keep of them. An edge left at weight 0 goes, and so does an entity no chunk mentions.
+# Writing a chunk twice replaces its contribution by the same one: idempotent. A chunk read
+# before c.pairs existed finds its pairs in the (then complete) evidence.
+_LEGACY_PAIRS = ("[(c)-[:MENTIONS]->(a:Entity)-[x:RELATED]->(b:Entity) WHERE c.id IN "
+                 "x.evidence | a.id + ' ' + b.id]")
+REPLACE_CONTRIBUTIONS = """
+UNWIND $chunks AS r
+MATCH (c:Chunk {id: r.id})
+WITH c, r, coalesce(c.pairs, CASE WHEN c.entities_at IS NULL THEN [] ELSE """ + _LEGACY_PAIRS \
+    + """ END) AS old
+SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
+WITH collect(c.id) AS ids, collect({id: c.id, old: old}) AS undone
+CALL {
+  WITH undone UNWIND undone AS u UNWIND u.old AS pair
+  WITH u.id AS id, split(pair, ' ') AS ab
+  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
+  WITH x, collect(id) AS lost
+  SET x.weight = x.weight - size(lost), x.evidence = [i IN x.evidence WHERE NOT i IN lost]
+}
+CALL {
+  WITH ids UNWIND ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->(e:Entity)
+  DELETE m
+  RETURN collect(DISTINCT e.id) AS touched
+}
+CALL {
+  WITH ids UNWIND $entities AS en
+  WITH en WHERE any(id IN en.chunks WHERE id IN ids)
+  MERGE (e:Entity {id: en.id}) ON CREATE SET e.key = en.key, e.name = en.name, e.type = en.type
+}
+CALL {
+  WITH ids UNWIND $mentions AS mn
+  WITH mn WHERE mn.chunk IN ids
+  MATCH (c:Chunk {id: mn.chunk}) MATCH (e:Entity {id: mn.entity})
+  CREATE (c)-[:MENTIONS {count: mn.count}]->(e)
+}
+CALL {
+  WITH ids UNWIND $related AS rel
+  WITH rel, [id IN rel.chunks WHERE id IN ids] AS fresh WHERE size(fresh) > 0
+  MATCH (a:Entity {id: rel.a}) MATCH (b:Entity {id: rel.b})
+  MERGE (a)-[x:RELATED]->(b)
+  WITH x, fresh, x.weight IS NULL AS created
+  SET x.weight = coalesce(x.weight, 0) + size(fresh),
+      x.evidence = (coalesce(x.evidence, []) + fresh)[-$keep..]
+  RETURN sum(CASE WHEN created THEN 1 ELSE 0 END) AS relations
+}
+CALL {
+  WITH undone UNWIND undone AS u UNWIND u.old AS pair
+  WITH split(pair, ' ') AS ab
+  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
+  WITH DISTINCT x WHERE x.weight <= 0
+  DELETE x
+}
+CALL {
+  WITH touched UNWIND touched AS eid
+  MATCH (e:Entity {id: eid}) WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
+  DETACH DELETE e
+}
+RETURN size(ids), relations
 """
-UNLINK_CHUNKS = "UNWIND $ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->() DELETE m"
-PRUNE_EVIDENCE = """
-UNWIND $entities AS eid
-MATCH (:Entity {id: eid})-[x:RELATED]-()
-WITH DISTINCT x
-WITH x, [id IN x.evidence WHERE NOT id IN $chunks] AS kept
-SET x.evidence = kept, x.weight = size(kept)
-WITH x, kept WHERE size(kept) = 0
-DELETE x
+
+# marked chunks without c.pairs (read before it existed) take their pairs from the evidence
+# while it is still complete, before any capped write (a bounded batch per run)
+ADOPT_PAIRS = """
+MATCH (c:Chunk) WHERE c.entities_at IS NOT NULL AND c.pairs IS NULL
+WITH c LIMIT $batch
+SET c.pairs = """ + _LEGACY_PAIRS + """
+RETURN count(c)
 """
+GRAPH_META = "MERGE (x:ZapomniMeta {key: 'graph'}) RETURN x.pairs"
+GRAPH_META_PAIRS = "MERGE (x:ZapomniMeta {key: 'graph'}) SET x.pairs = true"
+# a rebuild of the namespace ends by removing entities no chunk mentions (left by versions
+# that wrote entities and mentions in separate statements)
 DROP_ORPHANS = """
-UNWIND $entities AS eid
-MATCH (e:Entity {id: eid})
-WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
+MATCH (e:Entity) WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
+WITH e LIMIT $batch
 DETACH DELETE e
+RETURN count(e)
 """
-CLEAR_GRAPH = "MATCH (e:Entity) WITH e LIMIT $batch DETACH DELETE e RETURN count(e)"
 
 # ---- reads (run with ro_query) ----
 _FILTER = """

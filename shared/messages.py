@@ -169,12 +169,19 @@ class GraphJob(Job):
 
 
 class GraphPartJob(Job):
+    """One part of a graph task: the chunks after ``after`` up to ``last`` (in id order) of
+    the namespace, or of ``memory_ids``. ``seq``: which continuation of the part this is."""
+
     task_id: str
     namespace: str
     part: int
     parts: int
-    chunk_ids: list[str]
+    chunk_ids: list[str] = []  # parts planned by earlier versions named their chunks
     rebuild: bool = False
+    memory_ids: list[str] | None = None
+    after: str = ""
+    last: str = ""
+    seq: int = 0
 
 
 # ---- task records (Redis hash) --------------------------------------------------------------

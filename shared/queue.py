@@ -114,4 +114,6 @@ async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,
 
 
 async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
-    await enqueue(redis, settings, GRAPH_PART, job, part_job_id(job.task_id, job.part))
+    """A continuation (``seq`` > 0) has an id of its own, derived: enqueued twice, it runs once."""
+    job_id = part_job_id(job.task_id, job.part) + (f":next:{job.seq}" if job.seq else "")
+    await enqueue(redis, settings, GRAPH_PART, job, job_id)

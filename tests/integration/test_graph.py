@@ -131,7 +131,9 @@ async def test_build_graph_reports_progress_part_by_part(settings, query_service
         await front.aclose()
     assert sorted(parts) == [0, 1, 2]  # 48 chunks fanned out in parts of 16
     partial = [done for state, done, total in seen if state == "running" and 0 < done < total]
-    assert partial == [16, 32], seen  # progress moved with each part, not all at the end
+    # progress moved with each part, not all at the end (parts are slices of the chunk ids'
+    # hash space: about, not exactly, 16 chunks each)
+    assert len(partial) == 2 and partial[0] < partial[1], seen
     # (within a part, each batch adds its own: the cancel test below sees it at 4 of 60)
     assert (final.state, final.done, final.total) == ("done", 48, 48)
     counts = await stored(quiet, graph=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shared.graphstore import GraphStore, namespace_exists, run
 from shared.settings import Settings
+from workers.store import EVIDENCE_KEEP
 
 COUNTS = {
     "memories": "MATCH (m:Memory) RETURN count(m)",
@@ -34,8 +35,18 @@ BROKEN = {
                     "OPTIONAL MATCH (c:Chunk {id: id}) WITH a, b, c "
                     "WHERE c IS NULL OR NOT (c)-[:MENTIONS]->(a) OR NOT (c)-[:MENTIONS]->(b) "
                     "RETURN count(*)",
-    "weight_not_evidence": "MATCH ()-[r:RELATED]->() WHERE r.weight <> size(r.evidence) "
-                           "RETURN count(r)",
+    # weight: the number of chunks whose recorded pairs name the edge, exactly
+    "weight_not_pairs": "MATCH (a:Entity)-[r:RELATED]->(b:Entity) "
+                        "OPTIONAL MATCH (c:Chunk) WHERE (a.id + ' ' + b.id) IN c.pairs "
+                        "WITH r, count(c) AS n WHERE r.weight <> n RETURN count(r)",
+    # a pair a chunk recorded with no edge for it
+    "pair_without_edge": "MATCH (c:Chunk) UNWIND c.pairs AS p WITH split(p, ' ') AS ab "
+                         "OPTIONAL MATCH (:Entity {id: ab[0]})-[r:RELATED]->(:Entity {id: ab[1]}) "
+                         "WITH r WHERE r IS NULL RETURN count(*)",
+    # evidence: at most EVIDENCE_KEEP (workers/store.py) of the chunks, never more than weight
+    "evidence_over_cap": "MATCH ()-[r:RELATED]->() WHERE size(r.evidence) > $keep "
+                         "OR size(r.evidence) > r.weight OR size(r.evidence) = 0 "
+                         "RETURN count(r)",
 }
 
 
@@ -54,7 +65,8 @@ async def stored(settings: Settings, namespace: str = "default", *,
 
 
 async def broken(settings: Settings, namespace: str = "default") -> dict[str, int]:
-    rows = {name: await query(settings, q, namespace=namespace) for name, q in BROKEN.items()}
+    rows = {name: await query(settings, q, {"keep": EVIDENCE_KEEP}, namespace=namespace)
+            for name, q in BROKEN.items()}
     return {name: int(r[0][0]) for name, r in rows.items()}
 
 

@@ -50,6 +50,16 @@ async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0
             await worker.close()
 
 
+def on_graph_batch(act: Callable[[Any, str], Awaitable[None]]
+                   ) -> Callable[[str, Any], Awaitable[None]]:
+    """A checkpoint for run_workers that awaits ``act(job, last chunk id read)`` after each
+    batch a graph part writes (workers/graph.py)."""
+    async def checkpoint(point: str, job: Any) -> None:
+        if point == "graph_batch":
+            await act(job, job.after)
+    return checkpoint
+
+
 async def add_text(settings: Settings, text: str, metadata: dict[str, Any] | None = None,
                    namespace: str | None = None) -> AddReceipt:
     """add_memory through the front's code path, with a front of these settings."""
