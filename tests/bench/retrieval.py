@@ -8,7 +8,7 @@ real worker processes; every query goes through the query service over HTTP in e
 Chunk vectors are cached in the benchmark's own FalkorDB/Redis (tests/bench/.cache), keyed by
 model and text, so re-runs skip embedding; a first run from nothing works too, slower.
 Prints a table and writes tests/bench/results/retrieval.json. Metric definitions:
-../shared/data/README.md.
+docs/benchmarks.md, "Retrieval quality".
 """
 
 from __future__ import annotations
