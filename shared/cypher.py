@@ -217,13 +217,17 @@ RETURN size(ids), relations
 
 # marked chunks without c.pairs (read before it existed) take their pairs from the evidence
 # while it is still complete, before any capped write (a bounded batch per run)
+# (a match and collect, not a pattern comprehension: FalkorDB 4.22 refuses one in SET, and
+# in a WITH over many chunks it gave some chunks no pairs; measured on a converted graph)
 ADOPT_PAIRS = """
 MATCH (c:Chunk) WHERE c.entities_at IS NOT NULL AND c.pairs IS NULL
 WITH c LIMIT $batch
-SET c.pairs = """ + _LEGACY_PAIRS + """
+OPTIONAL MATCH (c)-[:MENTIONS]->(a:Entity)-[x:RELATED]->(b:Entity) WHERE c.id IN x.evidence
+WITH c, collect(a.id + ' ' + b.id) AS pairs
+SET c.pairs = pairs
 RETURN count(c)
 """
-GRAPH_META = "MERGE (x:ZapomniMeta {key: 'graph'}) RETURN x.pairs"
+GRAPH_META = "MATCH (x:ZapomniMeta {key: 'graph'}) RETURN x.pairs"
 GRAPH_META_PAIRS = "MERGE (x:ZapomniMeta {key: 'graph'}) SET x.pairs = true"
 # a rebuild of the namespace ends by removing entities no chunk mentions (left by versions
 # that wrote entities and mentions in separate statements)

@@ -129,6 +129,7 @@ def from_legacy(job: GraphPartJob) -> GraphPartJob:
 
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
+    await adopt_pairs(graph)  # a part an earlier version planned comes before any build
     budget = started + res.settings.job_timeout * res.settings.graph_budget
     after, read = job.after, 0
     while True:

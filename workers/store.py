@@ -157,6 +157,8 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
     """Undo what these chunks contributed (their MENTIONS, one off the weight of each pair
     they recorded, entities and edges left with nothing) and unmark them, in one statement
     per batch: a forget that runs again finds nothing left to undo."""
+    if chunk_ids:
+        await adopt_pairs(graph)
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
         await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
@@ -167,8 +169,9 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
 
 async def adopt_pairs(graph: AsyncGraph) -> None:
     """Once per namespace: chunks read by a version that kept every chunk id as evidence
-    record their pairs (cypher.ADOPT_PAIRS), before a capped write drops ids from it."""
-    rows = await run(graph, cypher.GRAPH_META, {}, "unlink")
+    record their pairs (cypher.ADOPT_PAIRS), before a capped write drops ids from it, or a
+    forget reads them. After that, one read per call."""
+    rows = await run_query(graph, cypher.GRAPH_META, read_only=True)
     if rows and rows[0][0]:
         return
     while True:
