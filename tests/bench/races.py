@@ -10,7 +10,7 @@ ingest cancelled, 0-1.5 s after the add (whatever the worker is doing then: chun
 parts, finishing), and a share of the deleted ones is added again. Every large text fans out
 into parts. The queue's Redis and FalkorDB are two servers, as in compose.
 
-After settling (every task ended), it counts: memories with ready=false, tasks still queued
+Workers are killed until every task has ended; then it counts: memories with ready=false, tasks still queued
 or running, task records that do not decode, and memories whose state differs from what the
 last accepted operation says (present and searchable for an add, absent for a delete or a
 cancel that took effect) — before and after one run of the sweep. Prints a table and writes
@@ -187,10 +187,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
 
             await asyncio.gather(*(one(t, args.seed * 100_000 + i) for i, t in enumerate(texts)))
             operations_s = time.monotonic() - started
+            settle_s = await settle(client, settings, args.timeout)  # workers still killed
             stop.set()
             if killer is not None:
                 await killer
-            settle_s = await settle(client, settings, args.timeout)
             before = await check(client, settings, ledger)
             await sweep_once(settings, client)
             after = await check(client, settings, ledger)
