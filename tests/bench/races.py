@@ -10,11 +10,11 @@ ingest cancelled, 0-1.5 s after the add (whatever the worker is doing then: chun
 parts, finishing), and a share of the deleted ones is added again. Every large text fans out
 into parts. The queue's Redis and FalkorDB are two servers, as in compose.
 
-Workers are killed until every task has ended; then it counts: memories with ready=false, tasks still queued
-or running, task records that do not decode, and memories whose state differs from what the
-last accepted operation says (present and searchable for an add, absent for a delete or a
-cancel that took effect) — before and after one run of the sweep. Prints a table and writes
-tests/bench/results/races.json. Not part of the suite.
+Workers are killed until every task has ended; then it counts: memories with ready=false,
+tasks still queued or running, task records that do not decode, and memories whose state
+differs from what the last accepted operation says (present and searchable for an add,
+absent for a delete or a cancel that took effect) — before and after one run of the sweep.
+Prints a table and writes tests/bench/results/races.json. Not part of the suite.
 """
 
 from __future__ import annotations
