@@ -110,13 +110,14 @@ return {'', '', '', before, gen}
 # now, the ingest it must take over from ('' = whoever owns it), the message the cancelled
 # ingest shows, field/value pairs of the delete's record.
 # Returns {1, previous owner} taken; {2, pending delete} a delete is already under way;
-# {0, owner} the memory is no longer the named ingest's
+# {0, owner} the memory is no longer the named ingest's, or that ingest has ended
 _TAKE = _LIB + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if ARGV[4] ~= '' and owner ~= ARGV[4] then return {0, owner} end
 if owner ~= '' then
   local okey = task_key(owner)
   local f = redis.call('HMGET', okey, 'kind', 'state')
+  if ARGV[4] ~= '' and not active(f[2]) then return {0, owner} end  -- it finished first
   if f[1] == 'delete' and active(f[2]) then return {2, owner} end
   if f[1] == 'ingest' and active(f[2]) then
     redis.call('HSET', okey, 'state', 'cancelled', 'finished_at', ARGV[3], 'message', ARGV[5])
@@ -263,9 +264,10 @@ async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
                           ) -> tuple[int, str]:
     """Make the delete task ``record`` the owner of its memory, cancelling an ingest still
     under way (with ``message``) in the same step. ``from_task``: only if that ingest owns
-    it (the cancel of an ingest). Returns (1, previous owner) when taken, (2, the delete
-    already under way) when there is one, (0, the owner) when ``from_task`` owns it no
-    longer. The record is written only when taken."""
+    it, while it runs (the cancel of an ingest). Returns (1, previous owner) when taken, (2,
+    the delete already under way) when there is one, (0, the owner) when ``from_task`` owns
+    it no longer or has ended (a cancel that comes after the end changes nothing). The
+    record is written only when taken."""
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner = await redis.eval(
         _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,

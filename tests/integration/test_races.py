@@ -252,3 +252,18 @@ async def test_a_delete_goes_ahead_of_the_jobs_waiting(settings, aredis):
     await run_workers(settings)
     assert await state(aredis, deleting.task_id) == "done"
     assert (await stored(settings))["ready"] == 3
+
+
+async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredis):
+    """The ingest finishes between cancel_task reading its state and taking its memory:
+    the finished memory stays."""
+    receipt = await add_text(settings, TEXT)
+    await run_workers(settings)
+    record = TaskRecord(task_id="task_" + "c" * 32, kind="delete", namespace="default",
+                        memory_id=receipt.memory_id, created_at=time.time())
+    code, owner = await tasks.take_for_delete(aredis, record, 3600,
+                                              from_task=receipt.task_id)
+    assert (code, owner) == (0, receipt.task_id)
+    assert await tasks.owner_task(aredis, "default", receipt.memory_id) == receipt.task_id
+    assert await tasks.get_task(aredis, record.task_id) is None
+    assert (await stored(settings))["ready"] == 1
