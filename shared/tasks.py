@@ -60,6 +60,14 @@ local function place(key, id, from, to, now)
   redis.call('ZADD', 'zapomni:tasks:*:' .. to, now, id)
 end
 local function active(state) return state == 'queued' or state == 'running' end
+-- a task from state ``from`` to ``to``: the state, when it started running, the count sets,
+-- the expiry
+local function transition(key, id, from, to, now, ttl)
+  redis.call('HSET', key, 'state', to)
+  if from == 'queued' and to == 'running' then redis.call('HSET', key, 'started_at', now) end
+  place(key, id, from, to, now)
+  redis.call('EXPIRE', key, ttl)
+end
 """
 
 # ARGV: task id, ttl, now, allowed from-states (",a,b,"), to-state or '', must own ('1'/''),
@@ -75,11 +83,10 @@ local n = tonumber(ARGV[7])
 if n > 0 then redis.call('HSET', key, unpack(ARGV, 8, 7 + 2 * n)) end
 for i = 8 + 2 * n, #ARGV, 2 do redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]) end
 if to ~= '' and to ~= state then
-  redis.call('HSET', key, 'state', to)
-  if state == 'queued' then redis.call('HSET', key, 'started_at', now) end
-  place(key, id, state, to, now)
+  transition(key, id, state, to, now, ttl)
+else
+  redis.call('EXPIRE', key, ttl)
 end
-redis.call('EXPIRE', key, ttl)
 return {1, state}
 """
 
@@ -120,9 +127,8 @@ if owner ~= '' then
   if ARGV[4] ~= '' and not active(f[2]) then return {0, owner} end  -- it finished first
   if f[1] == 'delete' and active(f[2]) then return {2, owner} end
   if f[1] == 'ingest' and active(f[2]) then
-    redis.call('HSET', okey, 'state', 'cancelled', 'finished_at', ARGV[3], 'message', ARGV[5])
-    place(okey, owner, f[2], 'cancelled', ARGV[3])
-    redis.call('EXPIRE', okey, ARGV[2])
+    redis.call('HSET', okey, 'finished_at', ARGV[3], 'message', ARGV[5])
+    transition(okey, owner, f[2], 'cancelled', ARGV[3], ARGV[2])
   end
 end
 redis.call('SET', KEYS[1], ARGV[1])
@@ -142,9 +148,8 @@ if not state then return {0, ''} end
 if not active(state) then return {0, state} end
 local claim = claim_key(key)
 if redis.call('GET', claim) == id then redis.call('DEL', claim) end
-redis.call('HSET', key, 'state', ARGV[4], unpack(ARGV, 5))
-place(key, id, state, ARGV[4], ARGV[3])
-redis.call('EXPIRE', key, ARGV[2])
+if #ARGV > 4 then redis.call('HSET', key, unpack(ARGV, 5)) end
+transition(key, id, state, ARGV[4], ARGV[3], ARGV[2])
 return {1, state}
 """
 
@@ -302,7 +307,7 @@ async def move(redis: Redis, task_id: str, to: str = "", *, ttl: int,
                add: dict[str, int] | None = None, **fields: Any) -> Moved:
     """Change a task: set ``fields``, add to counters (``add``) and move it to state ``to``
     (none: the state stays), if it is in one of the ``allowed`` states (and, ``owning``,
-    still owns its memory). Leaving "queued" stamps started_at. Refreshes the expiry."""
+    still owns its memory). Starting to run stamps started_at. Refreshes the expiry."""
     flat = _flat(fields)
     incr = [x for kv in (add or {}).items() for x in (kv[0], str(int(kv[1])))]
     ok, before = await redis.eval(

@@ -65,6 +65,8 @@ async def redis_call(front: Front, call: Awaitable[T]) -> T:
 
 
 async def check_capacity(front: Front, incoming: int = 1) -> None:
+    """Room for ``incoming`` more jobs: a batch of adds is refused whole, before any is
+    claimed (each single add is checked again, jobs and bytes, by its reservation)."""
     depth = await redis_call(front, tasks.queue_depth(front.redis, front.settings.queue_name))
     if depth + incoming > front.settings.max_queue_depth:
         raise Overloaded(
@@ -183,8 +185,8 @@ async def queue_delete(front: Front, namespace: str, memory_id: str, message: st
 
 
 async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
-    """Enqueue a graph task; the worker picks the chunks (the front never reads the graph)."""
-    await check_capacity(front)
+    """Enqueue a graph task; the worker picks the chunks (the front never reads the graph).
+    Its reservation checks the queue's limits (jobs and bytes) before anything is written."""
     now = time.time()
     scope = f"{len(request.memory_ids)} memories" if request.memory_ids else "the namespace"
     record = TaskRecord(task_id=new_task_id(), kind="graph", namespace=request.namespace,

@@ -179,7 +179,6 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         text again is a no-op (duplicate=true)."""
         with tool_call("add_memory"):
             memory = decode_add_memory(text, metadata, namespace)
-            await ops.check_capacity(live["front"])
             return plain(await ops.add_memory(live["front"], memory))
 
     @mcp.tool
