@@ -4,6 +4,8 @@ Nothing user-supplied is ever formatted into a query string. User metadata is st
 text (the FalkorDB client does not quote map keys in parameters).
 """
 
+import time
+
 # ---- schema (run once per graph; "already indexed" is fine) ----
 SCHEMA = (
     "CREATE INDEX FOR (m:Memory) ON (m.id)",
@@ -11,6 +13,8 @@ SCHEMA = (
     "CREATE INDEX FOR (m:Memory) ON (m.source)",
     "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
     "CREATE INDEX FOR (m:Memory) ON (m.after)",
+    "CREATE INDEX FOR (m:Memory) ON (m.thread)",
+    "CREATE INDEX FOR (m:Memory) ON (m.expires_at)",
     "CREATE INDEX FOR (c:Chunk) ON (c.id)",
     "CREATE INDEX FOR (c:Chunk) ON (c.memory_id)",
     "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
@@ -45,7 +49,9 @@ WHERE same OR $gen > coalesce(m.gen, -1)
 SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
     m.source = $source, m.tags = $tags, m.metadata = $metadata, m.meta_kv = $meta_kv,
     m.created_at = $created_at, m.chunk_count = $chunk_count, m.after = $after,
-    m.ready = CASE WHEN same THEN m.ready ELSE false END, m.task_id = $task_id, m.gen = $gen
+    m.ready = CASE WHEN same THEN m.ready ELSE false END, m.task_id = $task_id, m.gen = $gen,
+    m.thread = $thread, m.importance = $importance, m.memory_type = $memory_type,
+    m.pinned = $pinned, m.expires_at = $expires_at, m.supersedes = $supersedes
 RETURN count(m)
 """
 
@@ -239,8 +245,22 @@ RETURN count(e)
 """
 
 # ---- reads (run with ro_query) ----
-_FILTER = """
-m.ready = true
+# what any read may return: searchable, not expired (m.expires_at: unix seconds, null for
+# never; $now is the reader's clock), and not replaced by a newer version (update_memory)
+# unless $superseded asks for those too
+VISIBLE = """
+m.ready = true AND (m.expires_at IS NULL OR m.expires_at > $now)
+AND ($superseded OR m.superseded_by IS NULL)
+"""
+
+
+def visible_params(superseded: bool = False) -> dict[str, object]:
+    """The parameters of VISIBLE: the clock that expires memories, and whether older versions
+    of updated memories count."""
+    return {"now": time.time(), "superseded": superseded}
+
+
+_FILTER = VISIBLE + """
 AND ($source IS NULL OR m.source = $source)
 AND ($tags IS NULL OR any(t IN m.tags WHERE t IN $tags))
 AND ($tags_all IS NULL OR all(t IN $tags_all WHERE t IN m.tags))
@@ -284,8 +304,8 @@ KEYWORD_POOL_ALL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
     "YIELD node AS c, score WITH c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $over "
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true "
-    "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
     + ", matched"
 )
 # how many chunks each term matches: BM25's document frequency, over the whole namespace
@@ -360,7 +380,7 @@ RETURN id, n.id, n.name, n.type, x.weight ORDER BY x.weight DESC, n.id LIMIT $li
 PASSAGES = """
 MATCH (e:Entity {id: $id}) WITH e
 MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH r, c
-MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE m.ready = true
+MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE """ + VISIBLE + """
 RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
 """
 ENTITY_DF = """

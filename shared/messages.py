@@ -22,7 +22,7 @@ TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128)]
 DEFAULT_NAMESPACE = "default"
 
-TaskKind = Literal["ingest", "delete", "graph"]
+TaskKind = Literal["ingest", "delete", "graph", "update"]
 TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
 
@@ -57,6 +57,13 @@ class AddMemory(Base):
     source: str = ""
     metadata_json: str = "{}"  # the user's other metadata keys, JSON-encoded once
     thread: str = ""  # metadata "thread": memories of one conversation, in the order added
+    # recognised metadata keys (shared/validation.py, memory_fields), kept in metadata too
+    importance: float | None = None  # 0-1
+    memory_type: str = ""  # preference, fact, event, instruction, note or any short string
+    pinned: bool = False  # never expires, never swept
+    expires_at: float = 0.0  # unix seconds; 0: never
+    confidence: float | None = None  # 0-1; the write policy's minimum applies to it
+    supersedes: str = ""  # update_memory: the memory id this text replaces
 
 
 Scalar = str | int | float | bool
@@ -71,6 +78,8 @@ class SearchFilters(Base):
     after: float | None = None  # unix seconds, from an ISO-8601 date or datetime
     before: float | None = None
     metadata: Annotated[dict[str, Scalar], Meta(max_length=20)] | None = None  # equality
+    # older versions of updated memories (update_memory) are left out unless asked for
+    include_superseded: bool = False
 
     @property
     def active(self) -> bool:
@@ -131,6 +140,11 @@ class IngestJob(Job):
     thread: str = ""
     after: str = ""  # the memory added just before this one to the same thread
     gen: int = 0  # the claim's generation: a newer claim's writes win over an older one's
+    importance: float | None = None
+    memory_type: str = ""
+    pinned: bool = False
+    expires_at: float = 0.0  # 0: never
+    supersedes: str = ""  # the memory this one replaces once it is searchable
 
 
 class ChunkSpan(Lenient):

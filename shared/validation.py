@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
@@ -36,7 +37,10 @@ RESERVED_METADATA_KEYS = frozenset(
     {"id", "memory_id", "chunk_id", "namespace", "text", "content_hash", "created_at",
      "chunk_count", "status", "score"}
 )
-FILTER_KEYS = ("tags", "tags_all", "source", "after", "before", "metadata")
+FILTER_KEYS = ("tags", "tags_all", "source", "after", "before", "metadata",
+               "include_superseded")
+MAX_MEMORY_TYPE_CHARS = 64
+MAX_EXPIRY_SECONDS = 100 * 365 * 86400  # expires_at as seconds from now: at most 100 years
 
 _json_encode = msgspec.json.Encoder().encode
 S = TypeVar("S")
@@ -228,13 +232,82 @@ def _thread(metadata: dict[str, Any], field: str) -> str:
     return thread
 
 
+def _unit(metadata: dict[str, Any], key: str, field: str) -> float | None:
+    value = metadata.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InvalidInput(f"{field}.{key}: expected a number from 0 to 1, got "
+                           f"{json_kind(value)}")
+    return float(value)
+
+
+def _expiry(value: Any, field: str, now: float) -> float:
+    """expires_at: an ISO-8601 date or datetime (UTC unless it says otherwise), or a number
+    of seconds from now. Returns unix seconds; 0 when absent."""
+    if value is None:
+        return 0.0
+    where = f"{field}.expires_at"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not 0 < value <= MAX_EXPIRY_SECONDS:
+            raise InvalidInput(f"{where}: as a number it is seconds from now, 1 to "
+                               f"{MAX_EXPIRY_SECONDS:,} (100 years); got {json_kind(value)}")
+        return now + float(value)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: expected an ISO-8601 date or datetime, or seconds "
+                           f"from now, got {json_kind(value)}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"{where}: expected an ISO-8601 date or datetime such as "
+                           "2026-12-31T18:00:00Z, or seconds from now") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if parsed.timestamp() <= now:
+        raise InvalidInput(f"{where}: {value} is in the past; a memory that should not be "
+                           "kept need not be added")
+    return parsed.timestamp()
+
+
+def memory_fields(metadata: dict[str, Any], field: str = "metadata",
+                  now: float | None = None) -> dict[str, Any]:
+    """The metadata keys Zapomni itself reads (they stay in the metadata too): importance
+    and confidence (0-1), memory_type (a short string), pinned (true/false) and expires_at
+    (normalised in ``metadata`` to an ISO-8601 UTC time). A pinned memory never expires."""
+    now = time.time() if now is None else now
+    kind = metadata.get("memory_type", "")
+    if not isinstance(kind, str) or len(kind) > MAX_MEMORY_TYPE_CHARS or (
+            "memory_type" in metadata and not kind):
+        raise InvalidInput(f"{field}.memory_type: expected a string of 1-"
+                           f"{MAX_MEMORY_TYPE_CHARS} characters, such as preference, fact, "
+                           "event, instruction or note")
+    pinned = metadata.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidInput(f"{field}.pinned: expected true or false, got {json_kind(pinned)}")
+    expires = _expiry(metadata.get("expires_at"), field, now)
+    if pinned and expires:
+        raise InvalidInput(f"{field}: pinned and expires_at together; a pinned memory never "
+                           "expires, so drop one of them")
+    if expires:
+        metadata["expires_at"] = datetime.fromtimestamp(expires, UTC).isoformat(
+            timespec="seconds").replace("+00:00", "Z")
+    return {"importance": _unit(metadata, "importance", field),
+            "confidence": _unit(metadata, "confidence", field),
+            "memory_type": kind, "pinned": pinned, "expires_at": expires}
+
+
 def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "") -> AddMemory:
     """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
     ns = check_namespace(namespace)
     text, content_hash = normalise_text(text, f"{where}text")
     tags, source, thread, rest = split_metadata(metadata, f"{where}metadata")
+    extra: dict[str, Any] = {}
+    if rest != "{}":
+        kept = msgspec.json.decode(rest)
+        extra = memory_fields(kept, f"{where}metadata")
+        rest = _json_encode(kept).decode()
     return AddMemory(text=text, content_hash=content_hash, namespace=ns, tags=tags,
-                     source=source, metadata_json=rest, thread=thread)
+                     source=source, metadata_json=rest, thread=thread, **extra)
 
 
 def _timestamp(value: Any, field: str) -> float | None:

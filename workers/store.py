@@ -47,7 +47,9 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
         "text": job.text, "source": job.source, "tags": job.tags,
         "metadata": job.metadata_json, "meta_kv": meta_pairs(job.metadata_json),
         "created_at": job.created_at, "chunk_count": chunk_count, "after": job.after,
-        "task_id": job.task_id, "gen": job.gen,
+        "task_id": job.task_id, "gen": job.gen, "thread": job.thread,
+        "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
+        "expires_at": job.expires_at or None, "supersedes": job.supersedes,
     })
     if not rows or not rows[0][0]:
         return False

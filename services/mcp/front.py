@@ -108,7 +108,10 @@ def ingest_job(memory: AddMemory, record: TaskRecord, after: str) -> IngestJob:
                      namespace=memory.namespace, text=memory.text,
                      content_hash=memory.content_hash, tags=memory.tags, source=memory.source,
                      metadata_json=memory.metadata_json, created_at=record.created_at,
-                     thread=memory.thread, after=after, gen=record.gen)
+                     thread=memory.thread, after=after, gen=record.gen,
+                     importance=memory.importance, memory_type=memory.memory_type,
+                     pinned=memory.pinned, expires_at=memory.expires_at,
+                     supersedes=memory.supersedes)
 
 
 async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim

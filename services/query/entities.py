@@ -107,7 +107,8 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                 seen.add(r[1])
                 neighbours.append(Neighbour(entity_id=r[1], name=r[2], type=r[3],
                                             weight=int(r[4]), depth=2, via=names[r[0]]))
-    passages = await run(graph, cypher.PASSAGES, {"id": eid, "limit": 10}, read_only=True)
+    passages = await run(graph, cypher.PASSAGES,
+                         {"id": eid, "limit": 10, **cypher.visible_params()}, read_only=True)
     return EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
         passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))

@@ -67,7 +67,8 @@ def meta_pairs(metadata: dict[str, Any] | None) -> list[str] | None:
 def filter_params(request: SearchRequest) -> dict[str, Any]:
     f = request.filters
     return {"tags": f.tags, "tags_all": f.tags_all, "source": f.source, "after": f.after,
-            "before": f.before, "meta_kv": meta_pairs(f.metadata)}
+            "before": f.before, "meta_kv": meta_pairs(f.metadata), **cypher.visible_params(
+                f.include_superseded)}
 
 
 async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,

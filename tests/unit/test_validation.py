@@ -12,6 +12,7 @@ from shared.validation import (
     convert,
     decode_add_memory,
     decode_search,
+    memory_fields,
 )
 
 
@@ -115,7 +116,8 @@ def test_search_filters():
     assert f.active and f.tags == ["a"] and f.source == "s"
     assert f.after == 1767225600.0 and f.before == 1800000000.0
     assert error_of(decode_search, "q", 5, {"colour": "red"}, None) == \
-        "filters: unknown key(s) colour; known: tags, tags_all, source, after, before, metadata"
+        "filters: unknown key(s) colour; known: tags, tags_all, source, after, before, " \
+        "metadata, include_superseded"
     assert error_of(decode_search, "q", 5, {"after": "yesterday"}, None).startswith(
         "filters.after: expected an ISO-8601 date")
     assert error_of(decode_search, "q", 5, {"tags": "a"}, None) == \
@@ -134,3 +136,34 @@ def test_no_regex_and_no_library_wording_in_id_errors():
     assert error_of(convert, {"rebuild": "yes"}, BuildGraph) == \
         "rebuild: expected true or false, got a string"
     assert error_of(convert, {"bogus": 1}, BuildGraph) == "bogus: unknown field"
+
+
+# ---- metadata keys Zapomni reads (importance, memory_type, pinned, expires_at, confidence) ----
+
+
+def test_recognised_metadata_is_read_and_expiry_normalised():
+    now = 1_800_000_000.0
+    meta = {"importance": 0.8, "memory_type": "preference", "expires_at": 3600,
+            "confidence": 1}
+    fields = memory_fields(meta, now=now)
+    assert fields == {"importance": 0.8, "confidence": 1.0, "memory_type": "preference",
+                      "pinned": False, "expires_at": now + 3600}
+    assert meta["expires_at"] == "2027-01-15T09:00:00Z"  # what get_memory will show
+    assert memory_fields({"expires_at": "2030-01-01"}, now=now)["expires_at"] == 1893456000.0
+
+
+@pytest.mark.parametrize(("meta", "message"), [
+    ({"importance": 1.5}, "metadata.importance: expected a number from 0 to 1, got 1.5"),
+    ({"importance": True}, "metadata.importance: expected a number from 0 to 1, got true"),
+    ({"confidence": "high"}, "metadata.confidence: expected a number from 0 to 1, got a string"),
+    ({"memory_type": ""}, "metadata.memory_type: expected a string of 1-64 characters"),
+    ({"pinned": "yes"}, "metadata.pinned: expected true or false, got a string"),
+    ({"expires_at": "2020-01-01"}, "metadata.expires_at: 2020-01-01 is in the past"),
+    ({"expires_at": "soon"}, "metadata.expires_at: expected an ISO-8601 date or datetime"),
+    ({"expires_at": -5}, "metadata.expires_at: as a number it is seconds from now, 1 to"),
+    ({"expires_at": 60, "pinned": True}, "metadata: pinned and expires_at together"),
+])
+def test_recognised_metadata_refused_with_the_field_and_the_limit(meta, message):
+    with pytest.raises(InvalidInput) as refused:
+        decode_add_memory("a fact", meta, None)
+    assert str(refused.value.message).startswith(message)
