@@ -161,9 +161,10 @@ RETURN m.id, m.chunk_count ORDER BY m.id
 # take one off their RELATED weight and their evidence, its old MENTIONS go; then its new
 # entities, MENTIONS and pairs are written and the chunk is marked (or, $now null: forgotten).
 # RELATED.weight counts the chunks whose pairs name the edge; RELATED.evidence keeps the last
-# $keep of them. An edge left at weight 0 goes, and so does an entity no chunk mentions.
-# Writing a chunk twice replaces its contribution by the same one: idempotent. A chunk read
-# before c.pairs existed finds its pairs in the (then complete) evidence.
+# $keep of them. Each MENTIONS keeps the type the chunk gave the entity (see ENTITY_TYPES). An
+# edge left at weight 0 goes, and so does an entity no chunk mentions. Writing a chunk twice
+# replaces its contribution by the same one: idempotent. A chunk read before c.pairs existed
+# finds its pairs in the (then complete) evidence.
 _LEGACY_PAIRS = ("[(c)-[:MENTIONS]->(a:Entity)-[x:RELATED]->(b:Entity) WHERE c.id IN "
                  "x.evidence | a.id + ' ' + b.id]")
 REPLACE_CONTRIBUTIONS = """
@@ -194,7 +195,7 @@ CALL {
   WITH ids UNWIND $mentions AS mn
   WITH mn WHERE mn.chunk IN ids
   MATCH (c:Chunk {id: mn.chunk}) MATCH (e:Entity {id: mn.entity})
-  CREATE (c)-[:MENTIONS {count: mn.count}]->(e)
+  CREATE (c)-[:MENTIONS {count: mn.count, type: mn.type}]->(e)
 }
 CALL {
   WITH ids UNWIND $related AS rel
@@ -218,7 +219,19 @@ CALL {
   MATCH (e:Entity {id: eid}) WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
   DETACH DELETE e
 }
-RETURN size(ids), relations
+RETURN size(ids), relations, touched
+"""
+# an entity's type: the one most of its mentions give it (the first by name on a tie), set
+# again after a batch for every entity it touched (a subquery of the statement above that did
+# this saw none of the mentions the statement had just written: FalkorDB 4.22)
+ENTITY_TYPES = """
+UNWIND $ids AS eid
+WITH DISTINCT eid
+MATCH (e:Entity {id: eid})<-[r:MENTIONS]-(:Chunk)
+WITH e, coalesce(r.type, e.type) AS t, sum(coalesce(r.count, 1)) AS n
+ORDER BY n DESC, t
+WITH e, collect(t)[0] AS best
+SET e.type = best
 """
 
 # marked chunks without c.pairs (read before it existed) take their pairs from the evidence

@@ -31,10 +31,16 @@ def clean_name(text: str) -> str:
     return _EDGE.sub("", name)[:MAX_NAME]
 
 
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
 def entity_key(name: str) -> str:
-    """What makes two mentions one entity: the cleaned name, case-folded. The type is not
-    part of it — the small model calls one name PERSON here and ORG there."""
-    return clean_name(name).casefold()
+    """What makes two mentions one entity: the cleaned name, case-folded, with every run of
+    punctuation or space inside it read as one space ("Junio C. Hamano" = "junio c hamano" =
+    "Junio C Hamano"; "Jean-Luc" = "jean luc"). The type is not part of it — the small model
+    calls one name PERSON here and ORG there; the entity's type is the one most of its
+    mentions have (cypher.REPLACE_CONTRIBUTIONS)."""
+    return _NOT_WORD.sub(" ", clean_name(name).casefold()).strip()
 
 
 def entity_id(key: str) -> str:

@@ -92,7 +92,8 @@ def lower_priority(nice: int) -> None:
 def merge(into: ChunkEntities, more: ChunkEntities) -> None:
     for key, (name, kind, count) in more.mentions.items():
         have = into.mentions.get(key)
-        into.mentions[key] = (have[0], have[1], have[2] + count) if have else (name, kind, count)
+        into.mentions[key] = ((have[0], have[1] if have[2] >= count else kind, have[2] + count)
+                              if have else (name, kind, count))
     into.pairs |= more.pairs
 
 
@@ -110,8 +111,10 @@ def check_model(name: str) -> None:
 
 
 def chunk_entities(doc) -> ChunkEntities:
+    """The entities a paragraph mentions, each with the type most of its mentions here have
+    (the first seen on a tie), and the pairs that share a sentence."""
     found = ChunkEntities()
-    counts: Counter[str] = Counter()
+    types: dict[str, Counter[str]] = {}
     for sentence in doc.sents:
         keys: dict[str, None] = {}
         for ent in sentence.ents:
@@ -119,12 +122,13 @@ def chunk_entities(doc) -> ChunkEntities:
             key = entity_key(ent.text)
             if kind is None or len(key) < 2 or not any(ch.isalpha() for ch in key):
                 continue
-            counts[key] += 1
+            types.setdefault(key, Counter())[kind] += 1
             if key not in found.mentions:
                 found.mentions[key] = (clean_name(ent.text), kind, 0)
             keys.setdefault(key)
         pairs = itertools.combinations(sorted(keys), 2)
         found.pairs.update(itertools.islice(pairs, MAX_PAIRS_PER_SENTENCE))
-    for key, (name, kind, _) in found.mentions.items():
-        found.mentions[key] = (name, kind, counts[key])
+    for key, (name, _, _) in found.mentions.items():
+        kind, _ = types[key].most_common(1)[0]
+        found.mentions[key] = (name, kind, types[key].total())
     return found

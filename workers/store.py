@@ -135,7 +135,7 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
             eid = entity_id(key)
             entities.setdefault(eid, {"id": eid, "key": key, "name": name, "type": kind,
                                       "chunks": []})["chunks"].append(cid)
-            mentions.append({"chunk": cid, "entity": eid, "count": count})
+            mentions.append({"chunk": cid, "entity": eid, "count": count, "type": kind})
         pairs = sorted(f"{entity_id(a)} {entity_id(b)}" for a, b in chunk.pairs)
         pairs = pairs[:MAX_PAIRS_PER_CHUNK]
         for pair in pairs:
@@ -146,8 +146,16 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
         "related": [{"a": pair.split(" ")[0], "b": pair.split(" ")[1], "chunks": cids}
                     for pair, cids in related.items()],
         "now": time.time(), "task": task_id, "keep": EVIDENCE_KEEP}, "entities")
-    relations = result.result_set[0][1] if result.result_set else 0
+    relations, touched = result.result_set[0][1:3] if result.result_set else (0, [])
+    await retype(graph, [*entities, *(touched or [])])
     return int(result.nodes_created), int(relations or 0)
+
+
+async def retype(graph: AsyncGraph, entity_ids: list[str]) -> None:
+    """Each of these entities takes the type most of its mentions give it."""
+    for start in range(0, len(entity_ids), DELETE_BATCH):
+        await run(graph, cypher.ENTITY_TYPES, {"ids": entity_ids[start : start + DELETE_BATCH]},
+                  "entities")
 
 
 async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> QueryResult:
@@ -163,10 +171,11 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
         await adopt_pairs(graph)
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
-        await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
+        rows = await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
             "chunks": [{"id": cid, "pairs": None} for cid in ids], "entities": [],
             "mentions": [], "related": [], "now": None, "task": None,
             "keep": EVIDENCE_KEEP}, "unlink")
+        await retype(graph, list(rows[0][2] or []) if rows else [])
 
 
 async def adopt_pairs(graph: AsyncGraph) -> None:

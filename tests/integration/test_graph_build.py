@@ -20,7 +20,8 @@ from tests.integration.test_graph import letters
 from tests.support.graph import broken, query, stored
 from tests.support.workers import add_text, on_graph_batch, run_workers
 from workers import graph
-from workers.store import EVIDENCE_KEEP, forget_entities
+from workers.extract import ChunkEntities
+from workers.store import EVIDENCE_KEEP, forget_entities, write_entities
 
 
 def quiet(settings: Settings, **overrides) -> Settings:
@@ -268,3 +269,32 @@ async def test_a_graph_built_by_the_earlier_version_is_adopted_and_stays_whole(s
     await ops.delete_memory(front, MemoryRef(memory_id=memory_ids[0]))
     await run_workers(small)
     assert await broken(small) == consistent(await broken(small))
+
+
+async def test_an_entity_takes_the_type_most_of_its_mentions_give_it(settings):
+    """Chunks that disagree on a name's type (the small model calls Git a person in one
+    sentence and a product in the next): the entity has the type of most mentions, and it
+    is looked at again when chunks are forgotten."""
+    small = quiet(settings)
+    memory_ids = await ingest(small, [f"Release {i} of Git is out." for i in range(3)])
+    chunks = [f"{m}:0" for m in memory_ids]
+
+    def said(kind: str, count: int) -> ChunkEntities:
+        return ChunkEntities(mentions={"git": ("Git", kind, count)})
+
+    store = GraphStore(small)
+    try:
+        await write_entities(store.graph("default"), chunks,
+                             [said("person", 3), said("product", 2), said("product", 2)], "t1")
+        assert await entity_types(small) == [("Git", "product")]  # 4 mentions to 3
+        await forget(small, chunks[1:2])
+        assert await entity_types(small) == [("Git", "person")]  # 3 to 2
+        await write_entities(store.graph("default"), chunks[1:2], [said("product", 1)], "t2")
+        assert await entity_types(small) == [("Git", "person")]  # 3 to 3: the name sorts first
+    finally:
+        await store.aclose()
+
+
+async def entity_types(settings: Settings) -> list[tuple[str, str]]:
+    rows = await query(settings, "MATCH (e:Entity) RETURN e.name, e.type ORDER BY e.name")
+    return [(name, kind) for name, kind in rows]

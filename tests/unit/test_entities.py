@@ -26,10 +26,25 @@ def model() -> EntityModel:
     ("the United States", "united states"),
     ("“Nordwind GmbH”,", "nordwind gmbh"),
     ("ADA\nLOVELACE", "ada lovelace"),
+    ("Junio C. Hamano", "junio c hamano"),
+    ("Junio C Hamano", "junio c hamano"),
+    ("J.R.R. Tolkien", "j r r tolkien"),
+    ("Jean-Luc Picard", "jean luc picard"),
 ])
 def test_mentions_of_one_thing_share_a_key(mention, key):
     assert entity_key(mention) == key
     assert entity_id(entity_key(mention)) == entity_id(key)
+
+
+def test_a_chunk_gives_an_entity_the_type_most_of_its_mentions_have(model):
+    text = ("Hamano maintains the project. Junio C Hamano wrote the release notes. "
+            "Junio C. Hamano tagged the release in Mountain View. "
+            "Junio C Hamano answered the list.")
+    [found] = model.extract([text])
+    kinds = {key: kind for key, (_, kind, _) in found.mentions.items()}
+    counts = {key: count for key, (_, _, count) in found.mentions.items()}
+    assert kinds["junio c hamano"] == "person"
+    assert counts["junio c hamano"] == 3  # with and without the full stop: one entity
 
 
 def test_display_names_and_types():
