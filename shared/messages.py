@@ -253,6 +253,7 @@ class SearchResponse(Lenient):
     query: str
     results: list[SearchHit]
     mode: str = "hybrid"
+    note: str | None = None  # why there are no results, where a mode can say (graph)
 
 
 class MemoryRecord(Lenient):

@@ -78,7 +78,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                            mode=request.mode)
     if not await check_model(store, request.namespace, embedder.name,
                              await embedder.dimension()):
-        return empty
+        return msgspec.structs.replace(
+            empty, note=f"namespace '{request.namespace}' holds no memories yet")
     graph = store.graph(request.namespace)
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
@@ -105,9 +106,26 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
                                          memory_fields(graph, [c.memory_id for c in kept]))
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
-    return msgspec.structs.replace(empty, results=[
+    note = await why_empty(graph, named) if request.mode == "graph" and not kept else None
+    return msgspec.structs.replace(empty, note=note, results=[
         shape_hit(c, fields[c.memory_id], names.get(c.row[1], []))
         for c in kept if c.memory_id in fields])
+
+
+async def why_empty(graph: AsyncGraph, named: Named | None) -> str:
+    """Graph mode found nothing: say why, so that an empty list is not a mystery."""
+    if named is not None and named.direct:
+        return ("the entities the query names are mentioned in no passage that passes the "
+                "filters, or in too many passages to tell them apart; mode \"hybrid\" also "
+                "searches meaning and words")
+    entities = int((await run(graph, cypher.COUNT_ENTITIES, read_only=True))[0][0] or 0)
+    if not entities:
+        return ("the knowledge graph of this namespace has no entities yet (they are read "
+                "after each ingest, or by build_graph); mode \"hybrid\" searches meaning and "
+                "words")
+    return (f"no entity of the knowledge graph ({entities:,} in this namespace: people, "
+            "places, organisations, works...) is named in the query; mode \"hybrid\" also "
+            "searches meaning and words")
 
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,

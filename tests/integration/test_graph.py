@@ -93,6 +93,27 @@ async def test_graph_signal_finds_a_passage_that_shares_no_word_with_the_query(c
         sorted(second["entities"]) == ["Danube", "Helena Varga"]
 
 
+async def test_graph_mode_says_why_it_found_nothing(client, settings):
+    asked = {"query": "Who is Helena Varga?", "mode": "graph", "namespace": "kg"}
+    nothing = await call(client, "search_memory", **asked)
+    assert nothing["note"] == "namespace 'kg' holds no memories yet"
+    await call(client, "add_memory", text=BRIDGE[0], namespace="kg")
+    await run_workers(make_settings(settings.falkordb_url, query_url=settings.query_url,
+                                    graph_auto=False))
+    unread = await call(client, "search_memory", **asked)
+    assert unread["results"] == [] and "has no entities yet" in unread["note"]
+    await call(client, "build_graph", namespace="kg")
+    await run_workers(settings)
+    unnamed = await call(client, "search_memory", query="who designed a bridge?",
+                         mode="graph", namespace="kg")
+    assert unnamed["results"] == []
+    assert unnamed["note"].startswith("no entity of the knowledge graph (3 in this namespace")
+    filtered = await call(client, "search_memory", **asked, filters={"tags": ["nothing"]})
+    assert "mentioned in no passage that passes the filters" in filtered["note"]
+    found = await call(client, "search_memory", **asked)
+    assert len(found["results"]) == 1 and found["note"] is None
+
+
 async def test_graph_signal_keeps_to_the_filters(client, settings):
     added = [await call(client, "add_memory", text=text, namespace="kg",
                         metadata={"tags": [tag]})
