@@ -16,6 +16,7 @@ class Candidate:
     score: float = 0.0
     why: dict[str, SignalMatch] = field(default_factory=dict)
     also_matched: int = 0
+    more: list[Candidate] = field(default_factory=list)  # its memory's matches past the cap
 
     @property
     def memory_id(self) -> str:
@@ -156,3 +157,27 @@ def collapse(candidates: list[Candidate]) -> list[Candidate]:
         kept.append(candidate)
         folded.append(0)
     return [replace(c, also_matched=n) for c, n in zip(kept, folded, strict=True)]
+
+
+MORE_PER_HIT = 20  # further matches of one memory listed under its best result, at most
+
+
+def share_page(candidates: list[Candidate], cap: int) -> list[Candidate]:
+    """At most ``cap`` results per memory (0: no cap), so one big memory on the question's
+    topic does not fill the page: its further matches are listed under its best result
+    (``more``, in rank order) and the other memories move up. Copies, as in ``collapse``."""
+    if cap <= 0:
+        return candidates
+    kept: list[Candidate] = []
+    best: dict[str, Candidate] = {}
+    count: dict[str, int] = {}
+    for candidate in candidates:
+        memory = candidate.memory_id
+        if count.get(memory, 0) < cap:
+            count[memory] = count.get(memory, 0) + 1
+            copy = replace(candidate, more=[])
+            best.setdefault(memory, copy)
+            kept.append(copy)
+        elif len(best[memory].more) < MORE_PER_HIT:
+            best[memory].more.append(candidate)
+    return kept

@@ -4,6 +4,7 @@ from services.query.fusion import (
     collapse,
     fuse_ranks,
     fuse_scores,
+    share_page,
     single,
 )
 from services.query.keyword import terms
@@ -103,6 +104,18 @@ def test_overlapping_chunks_of_one_memory_fold_into_the_best():
     # pure: the candidates are untouched, so folding the same list again counts the same
     assert [c.also_matched for c in candidates] == [0, 0, 0, 0]
     assert [c.also_matched for c in collapse(candidates)] == [1, 0, 0]
+
+
+def test_one_memory_holds_at_most_the_cap_and_lists_the_rest_under_its_best():
+    ranked = [Candidate(row=row("big", i, 100 * i, 100 * i + 90)) for i in range(5)]
+    ranked[3:3] = [Candidate(row=row("small", 0))]
+    ranked.append(Candidate(row=row("other", 0)))
+    page = share_page(ranked, 3)
+    assert [c.row[1] for c in page] == ["big:0", "big:1", "big:2", "small:0", "other:0"]
+    assert [c.row[1] for c in page[0].more] == ["big:3", "big:4"]
+    assert all(not c.more for c in page[1:])
+    assert share_page(ranked, 0) == ranked  # 0: no cap
+    assert all(not c.more for c in ranked)  # the candidates themselves are left as they are
 
 
 def test_keyword_query_is_only_ever_words():
