@@ -222,6 +222,10 @@ class TaskRecord(Lenient):
     graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
     after: str = ""  # ingest tasks in a thread: the memory added to it just before
     gen: int = 0  # ingest tasks: the claim's generation (shared/tasks.py)
+    # ingest and update tasks: shared/validation.metadata_digest of the metadata they write,
+    # so that the same text added again can say whether its metadata differs
+    meta_hash: str = ""
+    previous: str = ""  # update tasks: the task that owned the memory before, given it back
 
 
 # ---- query service (JSON) -------------------------------------------------------------------
