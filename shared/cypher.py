@@ -424,3 +424,49 @@ CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)
 RETURN id, e.name, r.count
 """
+
+
+# ---- update (update_memory: metadata in place, versions) ----
+# a metadata change, in place: the whole new metadata with the columns derived from it, as
+# an ingest writes them (workers/store.py). MATCH, never MERGE: an update never brings back a
+# deleted memory; only a searchable one is changed
+UPDATE_METADATA = """
+MATCH (m:Memory {id: $id}) WHERE m.ready = true
+SET m.tags = $tags, m.source = $source, m.metadata = $metadata, m.meta_kv = $meta_kv,
+    m.importance = $importance, m.memory_type = $memory_type, m.pinned = $pinned,
+    m.expires_at = $expires_at
+RETURN count(m)
+"""
+# a new version has become searchable: it replaces $old, unless another version replaced
+# $old first (two updates of one version at once); then that one's id comes back, and the
+# new version replaces the newest instead (workers/store.py walks the chain). One statement:
+# both properties change together
+SUPERSEDE = """
+MATCH (o:Memory {id: $old}) MATCH (m:Memory {id: $id})
+WITH o, m, o.superseded_by AS was
+WITH o, m, was, was IS NULL OR was = $id AS free
+SET o.superseded_by = CASE WHEN free THEN $id ELSE was END,
+    m.supersedes = CASE WHEN free THEN $old ELSE m.supersedes END
+RETURN was
+"""
+VERSION_OF = "MATCH (m:Memory {id: $id}) RETURN m.supersedes"
+# a version deleted (or undone) leaves the chain closed around it: the one before it is
+# replaced by the one after it (or is current again), the one after it replaces the one
+# before. $task_id: only while that ingest wrote the memory (an undo); null for a delete
+SPLICE_BEFORE = """
+MATCH (m:Memory {id: $id})
+WHERE m.supersedes <> '' AND ($task_id IS NULL OR m.task_id = $task_id)
+MATCH (o:Memory {id: m.supersedes}) WHERE o.superseded_by = $id
+SET o.superseded_by = m.superseded_by
+"""
+SPLICE_AFTER = """
+MATCH (m:Memory {id: $id})
+WHERE m.superseded_by IS NOT NULL AND ($task_id IS NULL OR m.task_id = $task_id)
+MATCH (n:Memory {id: m.superseded_by}) WHERE n.supersedes = $id
+SET n.supersedes = m.supersedes
+"""
+# get_memory's versions: one step along the chain (a read)
+VERSION_STEP = """
+MATCH (m:Memory {id: $id})
+RETURN m.id, m.supersedes, m.superseded_by, m.created_at, m.ready
+"""

@@ -222,6 +222,10 @@ class TaskRecord(Lenient):
     graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
     after: str = ""  # ingest tasks in a thread: the memory added to it just before
     gen: int = 0  # ingest tasks: the claim's generation (shared/tasks.py)
+    # ingest and update tasks: shared/validation.metadata_digest of the metadata they write,
+    # so that the same text added again can say whether its metadata differs
+    meta_hash: str = ""
+    previous: str = ""  # update tasks: the task that owned the memory before, given it back
 
 
 # ---- query service (JSON) -------------------------------------------------------------------
@@ -266,6 +270,10 @@ class MemoryRecord(Lenient):
     created_at: str
     chunk_count: int
     status: str  # "ready" or "ingesting"
+    # update_memory: the newer version that replaced this one (absent while it is current)
+    superseded_by: str | msgspec.UnsetType = msgspec.UNSET
+    # every version, oldest first (absent when the memory has only one)
+    versions: list[Version] | msgspec.UnsetType = msgspec.UNSET
 
 
 class Stats(Lenient):
@@ -335,6 +343,10 @@ class AddReceipt(Lenient):
     status: str
     duplicate: bool
     namespace: str = DEFAULT_NAMESPACE
+    # a duplicate whose metadata differs from the stored one (which was kept): true, and a
+    # message pointing at update_memory; absent otherwise
+    metadata_changed: bool | msgspec.UnsetType = msgspec.UNSET
+    message: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class DeleteReceipt(Lenient):
@@ -342,3 +354,51 @@ class DeleteReceipt(Lenient):
     task_id: str
     status: str
     namespace: str = DEFAULT_NAMESPACE
+
+
+# ---- update (update_memory, versions) -------------------------------------------------------
+
+
+class UpdateMemory(Base):
+    """update_memory's arguments, checked (shared/validation.py, decode_update)."""
+
+    memory_id: MemoryId
+    namespace: Namespace = DEFAULT_NAMESPACE
+    text: str | None = None  # a new text: a new version that supersedes this one
+    content_hash: str = ""  # of the new text
+    # top-level keys to set; a key set to null is removed (a JSON merge patch)
+    patch: dict[str, Any] | None = None
+
+
+class UpdateJob(Job):
+    """A metadata change applied in place: the whole new metadata (idempotent)."""
+
+    task_id: str
+    memory_id: str
+    namespace: str
+    tags: list[str] = []
+    source: str = ""
+    metadata_json: str = "{}"
+    importance: float | None = None
+    memory_type: str = ""
+    pinned: bool = False
+    expires_at: float = 0.0  # 0: never
+
+
+class Version(Lenient):
+    """One version of an updated memory, in get_memory's list."""
+
+    memory_id: str
+    created_at: str
+    status: str  # "ready" or "ingesting"
+    current: bool  # the version search returns
+
+
+class UpdateReceipt(Lenient):
+    memory_id: str  # the new version (a new text), or the memory itself (metadata)
+    task_id: str | None  # None when nothing changed
+    status: str  # the task's state, or "unchanged"
+    namespace: str = DEFAULT_NAMESPACE
+    supersedes: str | msgspec.UnsetType = msgspec.UNSET  # a new text: the version it replaces
+    duplicate: bool | msgspec.UnsetType = msgspec.UNSET  # the new text was stored already
+    message: str | msgspec.UnsetType = msgspec.UNSET

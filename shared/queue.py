@@ -13,7 +13,7 @@ from redis.asyncio import ConnectionPool
 
 from shared import capacity
 from shared.ids import part_job_id
-from shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob
+from shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob, UpdateJob
 from shared.settings import Settings
 
 INGEST = "ingest_memory"
@@ -21,6 +21,7 @@ EMBED_PART = "embed_part"
 DELETE = "delete_memory"
 BUILD_GRAPH = "build_graph"
 GRAPH_PART = "graph_part"
+UPDATE = "update_memory"
 
 
 def _encode_unknown(obj: Any) -> Any:
@@ -117,3 +118,8 @@ async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPart
     """A continuation (``seq`` > 0) has an id of its own, derived: enqueued twice, it runs once."""
     job_id = part_job_id(job.task_id, job.part) + (f":next:{job.seq}" if job.seq else "")
     await enqueue(redis, settings, GRAPH_PART, job, job_id)
+
+
+async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) -> None:
+    """A metadata update: checked against the queue's limits like an add."""
+    await enqueue(redis, settings, UPDATE, job, job.task_id, bounded=True)

@@ -22,7 +22,8 @@ never a cluster.
 A memory is owned by one task at a time. add_memory claims it for an ingest; a delete (or the
 cancel of an ingest) takes the claim over in the same script that cancels the ingest, holds it
 while it removes what was written, and gives it up in the same script that marks it done. An
-ingest that finds it no longer owns its memory after a write undoes what it wrote.
+ingest that finds it no longer owns its memory after a write undoes what it wrote. A metadata
+update takes a stored memory over from its ended ingest and gives it back when it ends.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ if owner ~= '' then
   local f = redis.call('HMGET', okey, 'kind', 'state')
   if ARGV[4] ~= '' and not active(f[2]) then return {0, owner} end  -- it finished first
   if f[1] == 'delete' and active(f[2]) then return {2, owner} end
-  if f[1] == 'ingest' and active(f[2]) then
+  if (f[1] == 'ingest' or f[1] == 'update') and active(f[2]) then
     redis.call('HSET', okey, 'finished_at', ARGV[3], 'message', ARGV[5])
     transition(okey, owner, f[2], 'cancelled', ARGV[3], ARGV[2])
   end
@@ -138,7 +139,10 @@ place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
 return {1, owner}
 """
 
-# A task ends and gives its memory up (a delete; a failed ingest) in one step.
+# A task ends and gives its memory up (a delete; a failed ingest) in one step. A task that
+# took the memory over from another (an update: its record names the ``previous`` owner)
+# gives it back to that one instead, and a done update leaves the metadata's digest it wrote
+# in that task's record (the digest the same text added again is compared with).
 # ARGV: task id, ttl, now, to-state, field/value pairs. Returns {1, state} or {0, state}
 _END_AND_RELEASE = _LIB + """
 local id = ARGV[1]
@@ -147,7 +151,18 @@ local state = redis.call('HGET', key, 'state')
 if not state then return {0, ''} end
 if not active(state) then return {0, state} end
 local claim = claim_key(key)
-if redis.call('GET', claim) == id then redis.call('DEL', claim) end
+if redis.call('GET', claim) == id then
+  local previous = redis.call('HGET', key, 'previous') or ''
+  if previous == '' then
+    redis.call('DEL', claim)
+  else
+    redis.call('SET', claim, previous)
+    local digest = redis.call('HGET', key, 'meta_hash') or ''
+    if ARGV[4] == 'done' and digest ~= '' and redis.call('EXISTS', task_key(previous)) == 1 then
+      redis.call('HSET', task_key(previous), 'meta_hash', digest)
+    end
+  end
+end
 if #ARGV > 4 then redis.call('HSET', key, unpack(ARGV, 5)) end
 transition(key, id, state, ARGV[4], ARGV[3], ARGV[2])
 return {1, state}
@@ -193,6 +208,48 @@ if ns then
 end
 return redis.call('DEL', KEYS[2])
 """
+
+# ---- update (update_memory's metadata change in place) ----
+# An update takes its memory over from the task that owns it, if that task has ended (its
+# ingest, done), and holds it while its job runs: no ingest of the same text, no second
+# update, starts meanwhile; a delete still takes it over, cancelling the update in the same
+# step (_TAKE). It gives the memory back when it ends (_END_AND_RELEASE).
+# KEYS: claim, the update's record. ARGV: task id, ttl, now, take an unclaimed memory
+# ('1'/''), field/value pairs of the record.
+# Returns {1, previous owner} taken; {0, owner, kind, state} another task is under way;
+# {2} nobody owns the memory (not stored, or stored before claims: the caller checks)
+_TAKE_FOR_UPDATE = _LIB + """
+local owner = redis.call('GET', KEYS[1]) or ''
+if owner == '' and ARGV[4] ~= '1' then return {2, '', '', ''} end
+if owner ~= '' then
+  local f = redis.call('HMGET', task_key(owner), 'kind', 'state')
+  if active(f[2]) then return {0, owner, f[1] or '', f[2]} end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+redis.call('HSET', KEYS[2], 'previous', owner)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
+return {1, owner, '', ''}
+"""
+
+# An update refused after it took its memory (unknown, invalid, changes nothing, not
+# enqueued), undone: the memory back to its owner, the record and its place in the counts.
+# KEYS: claim, record. ARGV: task id, previous owner
+_UNTAKE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
+end
+local ns = redis.call('HGET', KEYS[2], 'namespace')
+if ns then
+  for _, state in ipairs({'queued', 'running', 'done', 'failed', 'cancelled'}) do
+    redis.call('ZREM', 'zapomni:tasks:' .. ns .. ':' .. state, ARGV[1])
+    redis.call('ZREM', 'zapomni:tasks:*:' .. state, ARGV[1])
+  end
+end
+return redis.call('DEL', KEYS[2])
+"""
+
 
 @dataclass(frozen=True)
 class Moved:
@@ -369,3 +426,32 @@ async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
 async def queue_depth(redis: Redis, queue_name: str) -> int:
     """Jobs waiting or running (arq keeps a job in its queue's sorted set until it ends)."""
     return int(await redis.zcard(queue_name))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """take_for_update's answer: ``code`` 1 taken (``owner``: the task it was taken from),
+    0 refused (``owner`` is under way: its kind and state), 2 nobody owns the memory."""
+
+    code: int
+    owner: str
+    kind: str = ""
+    state: str = ""
+
+
+async def take_for_update(redis: Redis, record: TaskRecord, ttl: int, *,
+                          unclaimed: bool = False) -> Taken:
+    """Make the update task ``record`` the owner of its memory while it runs, unless another
+    task is under way on it. ``unclaimed``: also take a memory nobody owns (the caller has
+    read it: it is stored). The record is written only when taken."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
+    code, owner, kind, state = await redis.eval(
+        _TAKE_FOR_UPDATE, len(keys), *keys, record.task_id, ttl, record.created_at,
+        "1" if unclaimed else "", *_flat(msgspec.structs.asdict(record)))
+    return Taken(int(code), _text(owner), _text(kind), _text(state))
+
+
+async def untake(redis: Redis, record: TaskRecord, previous: str) -> None:
+    """Undo ``take_for_update`` for an update refused before its job was enqueued."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
+    await redis.eval(_UNTAKE, len(keys), *keys, record.task_id, previous)

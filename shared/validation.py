@@ -26,6 +26,7 @@ from shared.messages import (
     AddMemory,
     SearchFilters,
     SearchRequest,
+    UpdateMemory,
 )
 
 MAX_TEXT_CHARS = 10_000_000
@@ -296,18 +297,34 @@ def memory_fields(metadata: dict[str, Any], field: str = "metadata",
             "memory_type": kind, "pinned": pinned, "expires_at": expires}
 
 
+def memory_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
+    """Check a memory's metadata; return AddMemory's metadata fields: tags, source,
+    metadata_json, thread and the recognised keys (memory_fields)."""
+    tags, source, thread, rest = split_metadata(metadata, field)
+    extra: dict[str, Any] = {}
+    if rest != "{}":
+        kept = msgspec.json.decode(rest)
+        extra = memory_fields(kept, field)
+        rest = _json_encode(kept).decode()
+    return {"tags": tags, "source": source, "metadata_json": rest, "thread": thread, **extra}
+
+
 def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "") -> AddMemory:
     """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
     ns = check_namespace(namespace)
     text, content_hash = normalise_text(text, f"{where}text")
-    tags, source, thread, rest = split_metadata(metadata, f"{where}metadata")
-    extra: dict[str, Any] = {}
-    if rest != "{}":
-        kept = msgspec.json.decode(rest)
-        extra = memory_fields(kept, f"{where}metadata")
-        rest = _json_encode(kept).decode()
-    return AddMemory(text=text, content_hash=content_hash, namespace=ns, tags=tags,
-                     source=source, metadata_json=rest, thread=thread, **extra)
+    return AddMemory(text=text, content_hash=content_hash, namespace=ns,
+                     **memory_metadata(metadata, f"{where}metadata"))
+
+
+def metadata_digest(tags: list[str], source: str, rest: str | dict[str, Any]) -> str:
+    """A memory's metadata as a short hash: tags as a set, keys in any order. Kept in ingest
+    and update task records, so that the same text added again can say whether its
+    metadata differs from the stored one."""
+    other = msgspec.json.decode(rest) if isinstance(rest, str) else rest
+    canonical = json.dumps({"tags": sorted(set(tags)), "source": source, "other": other},
+                           sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def _timestamp(value: Any, field: str) -> float | None:
@@ -358,3 +375,30 @@ def decode_search(query: Any, limit: Any, filters: Any, namespace: Any, mode: An
             "min_score": 0.0 if min_score is None else min_score}
     request = convert(data, SearchRequest)
     return msgspec.structs.replace(request, filters=decode_filters(filters))
+
+
+# ---- update_memory ----
+
+
+def decode_update(memory_id: Any, text: Any, metadata: Any, namespace: Any) -> UpdateMemory:
+    """Tool arguments of update_memory -> UpdateMemory. The patch is checked on its own here
+    (types, size, reserved keys); merge_metadata checks the memory's metadata it makes."""
+    mid = check_id(memory_id, "memory_id")
+    ns = check_namespace(namespace)
+    if text is None and metadata is None:
+        raise InvalidInput("text: give a new text, or metadata to change, or both; nothing "
+                           "was changed")
+    new_text, content_hash = (None, "") if text is None else normalise_text(text)
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidInput(f"metadata: expected a JSON object, got {json_kind(metadata)}")
+        if not metadata:
+            raise InvalidInput("metadata: empty; give the keys to change (null removes a "
+                               "key), or leave metadata out")
+        memory_metadata({k: v for k, v in metadata.items() if v is not None})
+        reserved = sorted(RESERVED_METADATA_KEYS.intersection(metadata))
+        if reserved:
+            raise InvalidInput(f"metadata: reserved key(s) {', '.join(reserved)}; rename them")
+    return UpdateMemory(memory_id=mid, namespace=ns, text=new_text, content_hash=content_hash,
+                        patch=metadata)
+

@@ -26,7 +26,14 @@ from shared.queue import EMBED_PART, INGEST, enqueue_part
 from workers.graph import follow_ingest
 from workers.outcome import JobRun, read_job, start_task, task_outcome
 from workers.resources import Resources, checkpoint, resources
-from workers.store import link_chunks, mark_ready, undo_memory, write_chunks, write_memory
+from workers.store import (
+    link_chunks,
+    mark_ready,
+    supersede,
+    undo_memory,
+    write_chunks,
+    write_memory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +108,10 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob) -> str:
 
 
 async def finish_memory(res: Resources, run: JobRun, job: PartJob) -> str:
-    """The last part landed: link the chunks in order, make the memory searchable, start
-    its entity extraction, and mark the task done, which succeeds only while the memory is
-    still this task's. A delete that came first wins: what was written is undone."""
+    """The last part landed: link the chunks in order, make the memory searchable (a new
+    version of an updated memory then replaces the old one in search), start its entity
+    extraction, and mark the task done, which succeeds only while the memory is still this
+    task's. A delete that came first wins: what was written is undone."""
     graph = res.store.graph(job.namespace)
     with metrics.STAGE_SECONDS.labels("finish").time():
         await link_chunks(graph, job.memory_id, job.chunk_count)
@@ -112,6 +120,7 @@ async def finish_memory(res: Resources, run: JobRun, job: PartJob) -> str:
             if await tasks.owner_task(res.redis, job.namespace, job.memory_id) != job.task_id:
                 return await give_up(res, run, job)
             raise StoreError("the memory's node is missing; it is written again")
+        await supersede(graph, job.memory_id)  # a new version: the old one leaves search
     follow = await follow_ingest(res, job.task_id, job.namespace, job.memory_id)
     moved = await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, owning=True,
                              done=job.parts, finished_at=time.time(), error="",

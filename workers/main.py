@@ -25,6 +25,7 @@ from shared.queue import (
     EMBED_PART,
     GRAPH_PART,
     INGEST,
+    UPDATE,
     connect_queue,
     deserialize,
     serialize,
@@ -38,6 +39,7 @@ from workers.ingest import embed_part, ingest_memory
 from workers.lease import job_started, start_leases
 from workers.resources import close_models, close_resources, open_resources, resources
 from workers.sweep import SWEEP, sweep_memories
+from workers.update import update_memory
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
             func(delete_memory, name=DELETE),
             func(build_graph, name=BUILD_GRAPH),
             func(graph_part, name=GRAPH_PART),
+            func(update_memory, name=UPDATE),
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,

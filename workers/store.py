@@ -92,6 +92,7 @@ async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, i
     the chunk batches, or by that writer's undo)."""
     rows = await run(graph, cypher.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])
+    await splice_versions(graph, memory_id)
     rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
     memories = int(rows[0][0]) if rows else 0
     return memories, await _delete_chunks(graph, cypher.DELETE_CHUNKS, {"id": memory_id})
@@ -100,9 +101,43 @@ async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, i
 async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:
     """Remove what the ingest ``task_id`` wrote, as long as the memory is its own (or gone):
     a newer ingest of the same text that took the memory over keeps it. Chunks removed."""
+    await splice_versions(graph, memory_id, task_id)
     await run(graph, cypher.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
     return await _delete_chunks(graph, cypher.UNDO_CHUNKS,
                                 {"id": memory_id, "task_id": task_id})
+
+
+# ---- update: versions ----
+MAX_VERSIONS = 100  # versions of one memory walked through, at most
+
+
+async def supersede(graph: AsyncGraph, memory_id: str) -> str:
+    """The memory has just become searchable: if it is a new version (update_memory), it
+    replaces the newest version of the memory it was made from, which search then leaves
+    out. Returns the id replaced ('' when none). Idempotent: a second run finds it done."""
+    rows = await run(graph, cypher.VERSION_OF, {"id": memory_id}, "ready")
+    old = (rows[0][0] or "") if rows else ""
+    for _ in range(MAX_VERSIONS):
+        if not old or old == memory_id:
+            return ""
+        rows = await run(graph, cypher.SUPERSEDE, {"id": memory_id, "old": old}, "ready")
+        if not rows:
+            return ""  # the old version was deleted meanwhile: nothing to replace
+        was = rows[0][0]
+        if was is None or was == memory_id:
+            return old
+        old = was  # another version replaced it first: replace the newest
+    return ""
+
+
+async def splice_versions(graph: AsyncGraph, memory_id: str, task_id: str | None = None
+                          ) -> None:
+    """Before a version goes: the one before it is replaced by the one after it, or, when
+    it was the newest, is current again (searchable); the one after it replaces the one
+    before. ``task_id``: only while that ingest wrote it (an undo). Idempotent."""
+    params = {"id": memory_id, "task_id": task_id}
+    await run(graph, cypher.SPLICE_BEFORE, params, "delete")
+    await run(graph, cypher.SPLICE_AFTER, params, "delete")
 
 
 async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:

@@ -23,6 +23,7 @@ from shared.messages import (
     DeleteReceipt,
     GraphJob,
     IngestJob,
+    MemoryRecord,
     MemoryRef,
     TaskReceipt,
     TaskRecord,
@@ -35,6 +36,7 @@ from shared.queue import (
     payload_size,
 )
 from shared.settings import Settings
+from shared.validation import metadata_digest
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"
@@ -78,7 +80,8 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
     now = time.time()
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
-                        memory_id=mid, total=1, created_at=now, message="waiting for a worker")
+                        memory_id=mid, total=1, created_at=now, message="waiting for a worker",
+                        meta_hash=digest(memory))
     # the bytes first: a refused add leaves nothing behind (no claim, no turn in a thread)
     await redis_call(front, capacity.reserve(
         front.redis, front.settings, record.task_id,
@@ -125,12 +128,39 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Cla
                           "stored. Add it again once that task is done, in a few seconds")
     found = await redis_call(front, tasks.get_task(front.redis, claim.owner))
     state = found.state if found else "done"
-    if found is not None and state in tasks.ACTIVE:
+    if found is not None and found.kind == "ingest" and state in tasks.ACTIVE:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
                                                ingest_job(memory, found, found.after),
                                                bounded=True))
-    return AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
-                      namespace=memory.namespace)
+    receipt = AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
+                         namespace=memory.namespace)
+    if await _metadata_differs(front, memory, mid, found):
+        return msgspec.structs.replace(receipt, metadata_changed=True, message=KEPT_METADATA)
+    return receipt
+
+
+KEPT_METADATA = ("this text is stored already; the stored metadata was kept. Call "
+                 "update_memory(memory_id, metadata=...) to change it")
+
+
+def digest(memory: AddMemory) -> str:
+    return metadata_digest(memory.tags, memory.source, memory.metadata_json)
+
+
+async def _metadata_differs(front: Front, memory: AddMemory, mid: str,
+                            owner: TaskRecord | None) -> bool:
+    """Whether the metadata of an add differs from the stored memory's: the digest its
+    ingest (or an update) recorded, or, once that record has expired, the memory as read.
+    Unknown (not yet written, or unreadable now): no."""
+    if owner is not None and owner.meta_hash:
+        return owner.meta_hash != digest(memory)
+    try:
+        stored = await front.query.call("/v1/memory", MemoryRef(memory_id=mid,
+                                                                 namespace=memory.namespace),
+                                        MemoryRecord)
+    except (NotFound, Unavailable):
+        return False
+    return metadata_digest(stored.tags, stored.source, stored.metadata) != digest(memory)
 
 
 async def _forget_claim(front: Front, record: TaskRecord, thread: str, before: str) -> None:
@@ -214,6 +244,9 @@ async def cancel_task(front: Front, task_id: str) -> TaskRecord:
         return record
     if record.kind == "delete":
         raise InvalidInput("task_id: a delete cannot be cancelled once accepted")
+    if record.kind == "update":
+        raise InvalidInput("task_id: an update cannot be cancelled once accepted (it is one "
+                           "short write); update the memory again to change it back")
     if record.kind == "ingest":
         await queue_delete(front, record.namespace, record.memory_id,
                            "waiting for a worker (undoing a cancelled ingest)",

@@ -163,6 +163,8 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
                   middleware=[ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
+    from services.mcp.tools_update import add_update_tools  # it imports this module
+    add_update_tools(mcp, live)
     add_routes(mcp, verifier, live)
     return mcp
 

@@ -6,6 +6,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from services.query.search import iso_time
+from services.query.versions import read_versions
 from shared import cypher, heartbeat, tasks
 from shared.errors import NotFound
 from shared.graphstore import GraphStore, namespace_exists, run
@@ -24,11 +25,13 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
     memory_id, text, tags, source, metadata, created, chunk_count, ready = rows[0]
+    superseded_by, versions = await read_versions(store.graph(ref.namespace), memory_id)
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
         created_at=iso_time(created), chunk_count=int(chunk_count or 0),
         status="ready" if ready else "ingesting",
+        superseded_by=superseded_by or msgspec.UNSET, versions=versions or msgspec.UNSET,
     )
 
 

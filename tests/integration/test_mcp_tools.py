@@ -17,7 +17,7 @@ from tests.support.workers import run_workers
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
-         "get_entity"}
+         "get_entity", "update_memory"}
 
 
 async def nothing_queued(aredis, settings: Settings) -> bool:
@@ -104,6 +104,11 @@ async def test_the_whole_tool_set(client, settings, aredis):
     ("search_entities", {"query": "x", "type": "planet"}, "type: expected one of event, group"),
     ("search_entities", {"query": " "}, "query: must not be empty"),
     ("get_entity", {"name_or_id": "Ada", "depth": 3}, "depth: must be at most 2"),
+    ("update_memory", {"memory_id": "mem_1", "metadata": {"a": 1}}, "memory_id: not a valid id"),
+    ("update_memory", {"memory_id": "mem_" + "0" * 32},
+     "text: give a new text, or metadata to change, or both; nothing was changed"),
+    ("update_memory", {"memory_id": "mem_" + "0" * 32, "metadata": {"text": None}},
+     "metadata: reserved key(s) text; rename them"),
 ])
 async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings, aredis,
                                                                 tool, arguments, message):
@@ -165,6 +170,9 @@ async def test_unknown_ids_say_not_found(client):
     assert await error(client, "graph_status", task_id="task_" + "0" * 32) == (
         f"task_id: task_{'0' * 32} not found (task records are kept 7 days)")
     assert await error(client, "delete_memory", memory_id="mem_" + "0" * 32) == (
+        f"memory_id: mem_{'0' * 32} not found in namespace 'default'")
+    assert await error(client, "update_memory", memory_id="mem_" + "0" * 32,
+                       metadata={"tags": ["x"]}) == (
         f"memory_id: mem_{'0' * 32} not found in namespace 'default'")
 
 

@@ -149,11 +149,15 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                         "limit": LIMIT, "namespace": NAMESPACE},
     "get_entity": {"name_or_id": QUERY, "depth": (st.integers(1, 2), LIMIT[1]),
                    "namespace": NAMESPACE},
+    "update_memory": {"memory_id": MEMORY_ID, "text": TEXT, "metadata": (
+        st.one_of(GOOD_METADATA, st.just({"tags": None, "lang": None})), metadata()),
+        "namespace": NAMESPACE},
 }
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
             "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
-            "search_entities": {"query"}, "get_entity": {"name_or_id"}}
+            "search_entities": {"query"}, "get_entity": {"name_or_id"},
+            "update_memory": {"memory_id"}}
 
 
 @st.composite

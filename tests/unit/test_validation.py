@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from services.mcp.update import merge_metadata
 from shared.errors import InvalidInput
 from shared.messages import BuildGraph
 from shared.validation import (
@@ -12,7 +13,9 @@ from shared.validation import (
     convert,
     decode_add_memory,
     decode_search,
+    decode_update,
     memory_fields,
+    metadata_digest,
 )
 
 
@@ -167,3 +170,39 @@ def test_recognised_metadata_refused_with_the_field_and_the_limit(meta, message)
     with pytest.raises(InvalidInput) as refused:
         decode_add_memory("a fact", meta, None)
     assert str(refused.value.message).startswith(message)
+
+
+# ---- update_memory ----
+
+
+def test_a_metadata_patch_merges_at_the_top_level():
+    """Keys given replace theirs (a nested object whole), null removes, the rest stays."""
+    merged = merge_metadata(["a"], "s", {"x": {"y": 1}, "z": 2, "thread": "t"},
+                            {"x": {"w": 3}, "z": None, "tags": None, "new": [1]})
+    assert merged == {"x": {"w": 3}, "source": "s", "thread": "t", "new": [1]}
+    with pytest.raises(InvalidInput, match="metadata.thread: the thread of a memory cannot"):
+        merge_metadata([], "", {"thread": "t"}, {"thread": None})
+
+
+@pytest.mark.parametrize(("text", "metadata", "message"), [
+    (None, None, "text: give a new text, or metadata to change, or both"),
+    (None, {}, "metadata: empty; give the keys to change (null removes a key)"),
+    (None, "tags", "metadata: expected a JSON object, got a string"),
+    (None, {"memory_id": None}, "metadata: reserved key(s) memory_id; rename them"),
+    (None, {"source": 5}, "metadata.source: expected a string of at most 512 characters"),
+    (None, {"confidence": -1}, "metadata.confidence: expected a number from 0 to 1"),
+    (" ", None, "text: must not be empty or only whitespace"),
+    (7, None, "text: expected a string, got 7"),
+])
+def test_update_arguments_refused_with_the_field(text, metadata, message):
+    with pytest.raises(InvalidInput) as refused:
+        decode_update("mem_" + "a" * 32, text, metadata, None)
+    assert refused.value.message.startswith(message)
+
+
+def test_metadata_digest_ignores_order_and_sees_every_value():
+    same = metadata_digest(["a", "b"], "s", '{"k": 1, "j": [1, 2]}')
+    assert same == metadata_digest(["b", "a", "a"], "s", {"j": [1, 2], "k": 1})
+    assert same != metadata_digest(["a", "b"], "s", {"j": [2, 1], "k": 1})
+    assert same != metadata_digest(["a", "b"], "", {"j": [1, 2], "k": 1})
+    assert same != metadata_digest(["a"], "s", {"j": [1, 2], "k": 1})

@@ -1,0 +1,194 @@
+"""update_memory at the front: read the memory through the query service, then change its
+metadata in place (an update task) or store a new text as a new version (an ingest task that
+supersedes it). The front never touches FalkorDB.
+
+Metadata is a JSON merge patch at the top level (shared/validation.py, merge_metadata): each
+key given replaces that key, a key set to null is removed, and the memory's metadata that
+results is checked as add_memory checks it. The update task owns the memory while it runs
+(shared/tasks.py): while another task writes, updates or deletes that memory the update is
+refused with the task to wait for; a delete accepted later cancels it and wins.
+
+A new text is added the way add_memory adds it (claim, capacity, thread), with the old
+memory's metadata (patched) and ``supersedes``; the old version stays searchable until the
+new one is, then search leaves it out (workers/ingest.py). In a thread, the new version is a
+new turn at the end: it was said now, and an agent reading the conversation sees the
+correction where it was made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from services.mcp import front as ops
+from services.mcp.front import Front, redis_call
+from shared import tasks
+from shared.errors import InvalidInput, Unavailable
+from shared.ids import memory_id, new_task_id
+from shared.messages import (
+    AddMemory,
+    MemoryRecord,
+    MemoryRef,
+    TaskRecord,
+    UpdateJob,
+    UpdateMemory,
+    UpdateReceipt,
+)
+from shared.queue import enqueue_update
+from shared.validation import memory_metadata, metadata_digest, shown
+
+BUSY = {"ingest": "written", "delete": "deleted", "update": "updated"}
+
+
+async def update_memory(front: Front, request: UpdateMemory) -> UpdateReceipt:
+    if request.text is not None and \
+            memory_id(request.namespace, request.content_hash) != request.memory_id:
+        return await new_version(front, request)
+    if request.patch is None:  # the same text, nothing else: nothing to do
+        current = await read_memory(front, request)
+        return unchanged(current, "the text is the memory's own; nothing was changed")
+    return await change_metadata(front, request)
+
+
+async def read_memory(front: Front, request: UpdateMemory) -> MemoryRecord:
+    """The memory as stored (NotFound: 'memory_id: ... not found in namespace ...')."""
+    ref = MemoryRef(memory_id=request.memory_id, namespace=request.namespace)
+    return await front.query.call("/v1/memory", ref, MemoryRecord)
+
+
+def check_current(memory: MemoryRecord) -> None:
+    """Only the current, searchable version of a memory is updated."""
+    if memory.superseded_by:
+        raise InvalidInput(f"memory_id: {memory.memory_id} is an older version, replaced by "
+                           f"{memory.superseded_by}; update that one instead")
+    if memory.status != "ready":
+        raise InvalidInput(f"memory_id: {memory.memory_id} is not searchable (its ingest did "
+                           "not finish); add the text again instead")
+
+
+def busy(memory: str, owner: str, kind: str) -> Unavailable:
+    return Unavailable(f"memory {memory} is being {BUSY.get(kind, 'changed')} by task "
+                       f"{owner}; nothing was changed. Try again once graph_status({owner}) "
+                       "says done")
+
+
+def merged_fields(memory: MemoryRecord, patch: dict[str, Any] | None) -> dict[str, Any]:
+    """AddMemory's metadata fields for the memory's metadata with ``patch`` applied."""
+    return memory_metadata(merge_metadata(memory.tags, memory.source, memory.metadata, patch))
+
+
+def merge_metadata(tags: list[str], source: str, other: dict[str, Any],
+                   patch: dict[str, Any] | None) -> dict[str, Any]:
+    """A memory's metadata (tags, source, the other keys) with ``patch`` applied as a JSON
+    merge patch at the top level: each key given replaces that key, a key set to null is
+    removed. The thread cannot change: a memory's turn in its conversation stays where it
+    is."""
+    current = dict(other)
+    if tags:
+        current["tags"] = list(tags)
+    if source:
+        current["source"] = source
+    merged = dict(current)
+    for key, value in (patch or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    if merged.get("thread") != current.get("thread"):
+        thread = current.get("thread")
+        raise InvalidInput("metadata.thread: the thread of a memory cannot be changed (it is "
+                           f"{shown(thread) if thread else 'none'}); add the text to the "
+                           "other thread with add_memory")
+    return merged
+
+
+def unchanged(memory: MemoryRecord, message: str) -> UpdateReceipt:
+    return UpdateReceipt(memory_id=memory.memory_id, task_id=None, status="unchanged",
+                         namespace=memory.namespace, message=message)
+
+
+# ---- a new text: a new version ----
+
+
+async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
+    owner = await redis_call(front, tasks.owner_task(front.redis, request.namespace,
+                                                     request.memory_id))
+    record = await redis_call(front, tasks.get_task(front.redis, owner)) if owner else None
+    if record is not None and record.state in tasks.ACTIVE:
+        raise busy(request.memory_id, record.task_id, record.kind)
+    old = await read_memory(front, request)
+    check_current(old)
+    memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
+                       namespace=request.namespace, supersedes=request.memory_id,
+                       **merged_fields(old, request.patch))
+    receipt = await ops.add_memory(front, memory)
+    if receipt.duplicate:
+        return UpdateReceipt(
+            memory_id=receipt.memory_id, task_id=receipt.task_id, status=receipt.status,
+            namespace=request.namespace, duplicate=True,
+            message=f"this text is stored already (or being stored) as memory "
+                    f"{receipt.memory_id}; no new version was made of {request.memory_id}")
+    return UpdateReceipt(memory_id=receipt.memory_id, task_id=receipt.task_id,
+                         status=receipt.status, namespace=request.namespace,
+                         supersedes=request.memory_id)
+
+
+# ---- metadata in place ----
+
+
+async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
+    """Take the memory over, read it (after taking it: no other update can land between
+    the read and this one's write), patch its metadata and enqueue the job. Refused at any
+    step: the memory goes back to its owner and nothing is left."""
+    record = TaskRecord(task_id=new_task_id(), kind="update", namespace=request.namespace,
+                        memory_id=request.memory_id, total=1, created_at=time.time(),
+                        message="waiting for a worker")
+    previous = await take(front, request, record)
+    try:
+        current = await read_memory(front, request)
+        check_current(current)
+        fields = merged_fields(current, request.patch)
+        digest = metadata_digest(fields["tags"], fields["source"], fields["metadata_json"])
+        if digest == metadata_digest(current.tags, current.source, current.metadata):
+            await redis_call(front, tasks.untake(front.redis, record, previous))
+            return unchanged(current, "the memory has this metadata already; nothing was "
+                                      "changed")
+        await redis_call(front, tasks.move(front.redis, record.task_id, ttl=front.task_ttl,
+                                           allowed=("queued",), meta_hash=digest))
+        await redis_call(front, enqueue_update(front.redis, front.settings, update_job(
+            record, fields)))
+    except BaseException:
+        await untake_quietly(front, record, previous)
+        raise
+    return UpdateReceipt(memory_id=request.memory_id, task_id=record.task_id,
+                         status="queued", namespace=request.namespace)
+
+
+async def take(front: Front, request: UpdateMemory, record: TaskRecord) -> str:
+    """Make the update the memory's owner; return the task it was taken from. A memory
+    nobody owns is read first (NotFound when it is not stored)."""
+    taken = await redis_call(front, tasks.take_for_update(front.redis, record, front.task_ttl))
+    if taken.code == 2:
+        await read_memory(front, request)
+        taken = await redis_call(front, tasks.take_for_update(front.redis, record,
+                                                              front.task_ttl, unclaimed=True))
+    if taken.code == 0:
+        raise busy(request.memory_id, taken.owner, taken.kind)
+    return taken.owner
+
+
+async def untake_quietly(front: Front, record: TaskRecord, previous: str) -> None:
+    # Redis gone: the update's job was never enqueued, so it changes nothing
+    with contextlib.suppress(Unavailable):
+        await redis_call(front, tasks.untake(front.redis, record, previous))
+
+
+def update_job(record: TaskRecord, fields: dict) -> UpdateJob:
+    return UpdateJob(task_id=record.task_id, memory_id=record.memory_id,
+                     namespace=record.namespace, tags=fields["tags"], source=fields["source"],
+                     metadata_json=fields["metadata_json"], importance=fields.get("importance"),
+                     memory_type=fields.get("memory_type", ""),
+                     pinned=fields.get("pinned", False),
+                     expires_at=fields.get("expires_at", 0.0))
+

@@ -1,0 +1,67 @@
+"""A metadata change applied in place (update_memory without a new text).
+
+The update task owns the memory from the moment it was accepted (the front took it over
+from its ended ingest: shared/tasks.py), so no ingest of the same text and no other update
+starts meanwhile. The job sets the whole new metadata, so running it again writes the same.
+A delete accepted meanwhile cancels the update in the same step that takes the memory: the
+update's write matches a stored memory only (never brings one back), and its end is refused
+once it was cancelled. The task ends and gives the memory back to its ingest in one step.
+"""
+
+from __future__ import annotations
+
+import time
+
+from falkordb.asyncio.graph import AsyncGraph
+
+from shared import cypher, tasks
+from shared.messages import UpdateJob
+from shared.queue import UPDATE
+from workers import store
+from workers.outcome import read_job, start_task, task_outcome
+from workers.resources import checkpoint, resources
+
+
+async def update_memory(ctx: dict, payload: dict) -> str:
+    res = resources(ctx)
+    job = await read_job(res, payload, UpdateJob)
+    if job is None:
+        return "unreadable"
+    async with task_outcome(ctx, UPDATE, job.task_id, job.namespace, job.memory_id) as run:
+        moved = await start_task(res, ctx, job.task_id, owning=True)
+        if not moved.ok:  # ended already (done, or cancelled by a delete)
+            if moved.before == tasks.LOST:
+                await tasks.end_and_release(res.redis, job.task_id, "cancelled",
+                                            ttl=res.task_ttl, finished_at=time.time(),
+                                            message="the memory was taken by another task")
+            run.outcome = "done" if moved.before == "done" else "cancelled"
+            return run.outcome
+        await checkpoint(res, "update_owned", job)
+        updated = await write_metadata(res.store.graph(job.namespace), job)
+        await checkpoint(res, "updated", job)
+        if updated:
+            ended = await tasks.end_and_release(
+                res.redis, job.task_id, "done", ttl=res.task_ttl, done=1, total=1,
+                finished_at=time.time(), message="metadata updated")
+        else:
+            ended = await tasks.end_and_release(
+                res.redis, job.task_id, "failed", ttl=res.task_ttl, finished_at=time.time(),
+                message="failed", error="the memory is no longer stored; nothing was updated")
+        if ended.ok:
+            run.outcome = "done" if updated else "failed"
+        else:  # ended already: a re-run of a done update, or a delete cancelled it
+            run.outcome = "done" if ended.before == "done" else "cancelled"
+        return run.outcome
+    return run.outcome
+
+
+async def write_metadata(graph: AsyncGraph, job: UpdateJob) -> bool:
+    """Set the memory's metadata and the columns derived from it; False when no searchable
+    memory has that id."""
+    rows = await store.run(graph, cypher.UPDATE_METADATA, op="update", params={
+        "id": job.memory_id, "tags": job.tags, "source": job.source,
+        "metadata": job.metadata_json, "meta_kv": store.meta_pairs(job.metadata_json),
+        "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
+        "expires_at": job.expires_at or None,
+    })
+    return bool(rows and rows[0][0])
