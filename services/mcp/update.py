@@ -2,7 +2,7 @@
 metadata in place (an update task) or store a new text as a new version (an ingest task that
 supersedes it). The front never touches FalkorDB.
 
-Metadata is a JSON merge patch at the top level (shared/validation.py, merge_metadata): each
+Metadata is a JSON merge patch at the top level (merge_metadata, below): each
 key given replaces that key, a key set to null is removed, and the memory's metadata that
 results is checked as add_memory checks it. The update task owns the memory while it runs
 (shared/tasks.py): while another task writes, updates or deletes that memory the update is
