@@ -411,3 +411,29 @@ CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)
 RETURN id, e.name, r.count
 """
+
+
+# ---- lifecycle: list_memories and the expiry sweep ----
+# what list_memories shows: what VISIBLE shows (not expired, not an older version unless
+# asked for) and memories still being ingested (their state says so), with search's filters
+_LISTED = VISIBLE.replace("m.ready = true AND", "", 1) + _FILTER.removeprefix(VISIBLE)
+# A page is ordered by creation time, then id: keyset pagination from the last row of the
+# page before ($us, $id). FalkorDB returns doubles with 15 significant digits, so the key is
+# the time in whole microseconds (exact); $bound, the time of the cursor with slack, lets
+# the created_at index narrow the scan. The page's memories only are read and returned
+# (ORDER BY + LIMIT before the projection); their text up to $head characters.
+_LIST_KEY = " WITH m, toInteger(m.created_at * 1000000) AS us "
+_LIST_ROW = (" RETURN m.id, us, substring(m.text, 0, $head), m.tags, m.source, m.metadata, "
+             "m.created_at, m.chunk_count, m.ready, coalesce(m.task_id, '')")
+LIST_NEWEST = ("MATCH (m:Memory) WHERE " + _LISTED + _LIST_KEY
+               + "ORDER BY us DESC, m.id DESC LIMIT $limit" + _LIST_ROW)
+LIST_NEWEST_FROM = (
+    "MATCH (m:Memory) WHERE m.created_at <= $bound AND " + _LISTED + _LIST_KEY
+    + "WHERE us < $us OR (us = $us AND m.id < $id) "
+    "WITH m, us ORDER BY us DESC, m.id DESC LIMIT $limit" + _LIST_ROW)
+LIST_OLDEST = ("MATCH (m:Memory) WHERE " + _LISTED + _LIST_KEY
+               + "ORDER BY us, m.id LIMIT $limit" + _LIST_ROW)
+LIST_OLDEST_FROM = (
+    "MATCH (m:Memory) WHERE m.created_at >= $bound AND " + _LISTED + _LIST_KEY
+    + "WHERE us > $us OR (us = $us AND m.id > $id) "
+    "WITH m, us ORDER BY us, m.id LIMIT $limit" + _LIST_ROW)

@@ -341,3 +341,39 @@ class DeleteReceipt(Lenient):
     task_id: str
     status: str
     namespace: str = DEFAULT_NAMESPACE
+
+
+# ---- lifecycle: list_memories, the expiry sweep, the write policy ---------------------------
+
+ListOrder = Literal["newest", "oldest"]
+LIST_ORDERS: tuple[str, ...] = ("newest", "oldest")
+MAX_LIST_LIMIT = 200
+
+
+class ListRequest(Base):
+    """A page of a namespace's memories; ``cursor`` is the previous page's next_cursor
+    (opaque; read by services/query/listing.py)."""
+
+    namespace: Namespace = DEFAULT_NAMESPACE
+    filters: SearchFilters = SearchFilters()
+    limit: Annotated[int, Meta(ge=1, le=MAX_LIST_LIMIT)] = 50
+    cursor: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    order: ListOrder = "newest"
+
+
+class ListedMemory(Lenient):
+    memory_id: str
+    first_line: str  # the text's first line, at most 200 characters (cut with an ellipsis)
+    tags: list[str]
+    source: str
+    metadata: dict[str, Any]
+    created_at: str
+    chunk_count: int
+    state: str  # "ready" or "ingesting"
+    task_id: str | None = None  # while ingesting: the task graph_status follows
+
+
+class MemoryPage(Lenient):
+    namespace: str
+    memories: list[ListedMemory]
+    next_cursor: str | None = None  # null on the last page
