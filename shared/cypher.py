@@ -437,3 +437,13 @@ LIST_OLDEST_FROM = (
     "MATCH (m:Memory) WHERE m.created_at >= $bound AND " + _LISTED + _LIST_KEY
     + "WHERE us > $us OR (us = $us AND m.id > $id) "
     "WITH m, us ORDER BY us, m.id LIMIT $limit" + _LIST_ROW)
+
+# the expiry sweep: searchable memories whose time has come, by id from a cursor ($after,
+# exclusive), with the ingest that wrote them. Never a pinned one (validation refuses
+# pinned with expires_at; this is the guard for a memory changed since). One still being
+# ingested waits for its ingest to end (the unready sweep removes what a failed one left)
+EXPIRED = """
+MATCH (m:Memory) WHERE m.expires_at <= $now AND m.ready = true
+  AND coalesce(m.pinned, false) = false AND m.id > $after
+RETURN m.id, coalesce(m.task_id, ''), m.expires_at ORDER BY m.id LIMIT $limit
+"""

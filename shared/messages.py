@@ -171,6 +171,7 @@ class DeleteJob(Job):
     task_id: str
     memory_id: str
     namespace: str
+    reason: str = ""  # why, when not asked for (the expiry sweep): kept in the task's message
 
 
 class GraphJob(Job):

@@ -12,14 +12,13 @@ import msgspec
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import capacity, metrics, tasks
+from shared import capacity, deletes, metrics, tasks
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
     AddMemory,
     AddReceipt,
     BuildGraph,
-    DeleteJob,
     DeleteReceipt,
     GraphJob,
     IngestJob,
@@ -29,7 +28,6 @@ from shared.messages import (
 )
 from shared.queue import (
     connect_queue,
-    enqueue_delete,
     enqueue_graph,
     enqueue_ingest,
     payload_size,
@@ -167,24 +165,13 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
 
 async def queue_delete(front: Front, namespace: str, memory_id: str, message: str, *,
                        cancelling: str = "") -> tuple[str, str]:
-    """Take the memory over for a delete task and enqueue its job: (task id, state). An
-    ingest under way is cancelled in the same step (``cancelling``: only that ingest; then
-    the task id is '' when it no longer owns the memory). A delete already under way is
-    answered instead of a second one."""
-    record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=namespace,
-                        memory_id=memory_id, total=1, created_at=time.time(), message=message)
-    note = (f"cancelled by request; {record.task_id} removes what was written" if cancelling
-            else "the memory was deleted")
-    code, owner = await redis_call(front, tasks.take_for_delete(
-        front.redis, record, front.task_ttl, from_task=cancelling, message=note))
-    if code == 0:
-        return "", ""
-    if code == 2:
-        pending = await redis_call(front, tasks.get_task(front.redis, owner))
-        return owner, pending.state if pending else "queued"
-    job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace)
-    await redis_call(front, enqueue_delete(front.redis, front.settings, job))
-    return record.task_id, "queued"
+    """Take the memory over for a delete task and enqueue its job (shared/deletes.py):
+    (task id, state). An ingest under way is cancelled in the same step (``cancelling``:
+    only that ingest; then the task id is '' when it no longer owns the memory). A delete
+    already under way is answered instead of a second one."""
+    queued = await redis_call(front, deletes.queue_delete(
+        front.redis, front.settings, namespace, memory_id, message, cancelling=cancelling))
+    return queued.task_id, queued.state
 
 
 async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
