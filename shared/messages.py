@@ -378,3 +378,11 @@ class MemoryPage(Lenient):
     namespace: str
     memories: list[ListedMemory]
     next_cursor: str | None = None  # null on the last page
+
+
+class Refused(Lenient, kw_only=True):
+    """A write the namespace's write policy refused: nothing stored, no task (not an error)."""
+
+    stored: bool = False
+    reason: str
+    namespace: str = DEFAULT_NAMESPACE

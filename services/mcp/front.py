@@ -12,7 +12,7 @@ import msgspec
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import capacity, deletes, metrics, tasks
+from shared import capacity, deletes, metrics, policy, tasks
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
@@ -23,6 +23,7 @@ from shared.messages import (
     GraphJob,
     IngestJob,
     MemoryRef,
+    Refused,
     TaskReceipt,
     TaskRecord,
 )
@@ -72,7 +73,31 @@ async def check_capacity(front: Front, incoming: int = 1) -> None:
             f"{front.settings.max_queue_depth:,}); nothing was stored. Retry in ~30 seconds")
 
 
-async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
+async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
+    """Queue ``memory`` for ingest, unless the namespace's write policy refuses it
+    (shared/policy.py): then Refused, with no task and nothing queued. The thread's window
+    counts only adds that are stored: one refused after it was counted gives its place
+    back, and so does a duplicate."""
+    rule = policy.rule_for(front.settings.write_policy, memory.namespace)
+    if rule is None:
+        return await store_memory(front, memory)
+    ticket = new_task_id()
+    reason = policy.judge_confidence(rule, memory) or await redis_call(
+        front, policy.count_write(front.redis, rule, memory, ticket))
+    if reason:
+        metrics.REFUSALS.labels("policy").inc()
+        return Refused(reason=reason, namespace=memory.namespace)
+    try:
+        receipt = await store_memory(front, memory)
+    except BaseException:
+        await policy.refund(front.redis, memory, ticket)
+        raise
+    if receipt.duplicate:
+        await policy.refund(front.redis, memory, ticket)
+    return receipt
+
+
+async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
     now = time.time()
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
@@ -140,7 +165,8 @@ async def _forget_claim(front: Front, record: TaskRecord, thread: str, before: s
         pass  # Redis is gone; so is the claim's effect until it is back
 
 
-async def add_memories(front: Front, memories: list[AddMemory]) -> list[AddReceipt]:
+async def add_memories(front: Front, memories: list[AddMemory]
+                       ) -> list[AddReceipt | Refused]:
     await check_capacity(front, len(memories))
     return [await add_memory(front, memory) for memory in memories]
 
