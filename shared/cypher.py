@@ -441,9 +441,11 @@ LIST_OLDEST_FROM = (
 # the expiry sweep: searchable memories whose time has come, by id from a cursor ($after,
 # exclusive), with the ingest that wrote them. Never a pinned one (validation refuses
 # pinned with expires_at; this is the guard for a memory changed since). One still being
-# ingested waits for its ingest to end (the unready sweep removes what a failed one left)
+# ingested waits for its ingest to end (the unready sweep removes what a failed one left).
+# "m.id + ''" keeps the planner on the expires_at index: on m.id it scanned the id index
+# from the cursor on, every memory (measured at 50k memories, 1% expired: 183 ms, not 2 ms)
 EXPIRED = """
 MATCH (m:Memory) WHERE m.expires_at <= $now AND m.ready = true
-  AND coalesce(m.pinned, false) = false AND m.id > $after
+  AND coalesce(m.pinned, false) = false AND m.id + '' > $after
 RETURN m.id, coalesce(m.task_id, ''), m.expires_at ORDER BY m.id LIMIT $limit
 """
