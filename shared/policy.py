@@ -139,8 +139,10 @@ async def count_write(redis: Redis, rule: Rule, memory: AddMemory, ticket: str) 
             f"was stored. Retry in {wait:,} s")
 
 
-async def refund(redis: Redis, memory: AddMemory, ticket: str) -> None:
+async def refund(redis: Redis, rule: Rule, memory: AddMemory, ticket: str) -> None:
     """Give back the place ``ticket`` took in its thread's window (an add refused after it
     was counted). Redis down: the place stays taken until the window passes."""
+    if rule.max_per_thread is None or not memory.thread:
+        return
     with contextlib.suppress(RedisError, OSError):
         await redis.zrem(window_key(memory.namespace, memory.thread), ticket)

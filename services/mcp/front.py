@@ -90,10 +90,10 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
     try:
         receipt = await store_memory(front, memory)
     except BaseException:
-        await policy.refund(front.redis, memory, ticket)
+        await policy.refund(front.redis, rule, memory, ticket)
         raise
     if receipt.duplicate:
-        await policy.refund(front.redis, memory, ticket)
+        await policy.refund(front.redis, rule, memory, ticket)
     return receipt
 
 
