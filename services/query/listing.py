@@ -6,6 +6,11 @@ Pages are cut by keyset, not offset: the cursor names the last memory of the pag
 added meanwhile is created later, so newest-first pages after the first never shift; a
 memory deleted meanwhile leaves no gap and no repeat. The cursor is opaque to callers:
 base64 of the order and that position.
+
+FalkorDB sorts every memory a query matches, so a page is read from a window of creation
+times next to where it starts (the created_at index), a minute wide and eight times wider
+each time it holds less than a page; past ~30 years (nine tries), or with filters (which
+may match few), the whole namespace is read. Either way FalkorDB returns one page.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import time
 from typing import Any
 
 import msgspec
+from falkordb.asyncio.graph import AsyncGraph
 
 from services.query.search import filter_params, iso_time
 from shared import cypher
@@ -25,7 +32,12 @@ from shared.messages import MEMORY_ID_PATTERN, ListedMemory, ListRequest, Memory
 
 FIRST_LINE_CHARS = 200  # a listed memory's first line, at most (cut with an ellipsis)
 HEAD_CHARS = 256  # text read per listed memory: more than a first line can show
-BOUND_SLACK_US = 2  # the index bound around the cursor's time, in microseconds
+FIRST_WINDOW = 60.0  # seconds of creation times the first try reads
+WIDEN = 8  # each further try reads a window this many times wider
+MAX_WINDOW = 2e9  # seconds: a window this wide is every memory; read them all instead
+SLACK_US = 2  # a window's edge at the cursor, widened by this many microseconds
+PAST_ALL = 2**62  # the first page's key: past every memory (microseconds)
+NO_END = 1e300  # a window open at one end
 BAD_CURSOR = ("cursor: not a cursor list_memories returned for this order; pass next_cursor "
               "as it came, or leave cursor out to start from the first page")
 _decode_json = msgspec.json.Decoder().decode
@@ -61,24 +73,47 @@ async def list_memories(store: GraphStore, request: ListRequest) -> MemoryPage:
     empty = MemoryPage(namespace=request.namespace, memories=[])
     if not await namespace_exists(store, request.namespace):
         return empty
+    newest = request.order == "newest"
+    micros, memory_id = position or ((PAST_ALL, "") if newest else (-1, ""))
     # filter_params reads only the request's filters
     params: dict[str, Any] = {**filter_params(request), "limit": request.limit + 1,
-                              "head": HEAD_CHARS}
-    newest = request.order == "newest"
-    if position is None:
-        query = cypher.LIST_NEWEST if newest else cypher.LIST_OLDEST
-    else:
-        query = cypher.LIST_NEWEST_FROM if newest else cypher.LIST_OLDEST_FROM
-        micros, memory_id = position
-        slack = BOUND_SLACK_US if newest else -BOUND_SLACK_US
-        params |= {"us": micros, "id": memory_id, "bound": (micros + slack) / 1_000_000}
-    rows = await run(store.graph(request.namespace), query, params, read_only=True)
+                              "head": HEAD_CHARS, "us": micros, "id": memory_id}
+    rows = await read_rows(store.graph(request.namespace), request, params)
     page = rows[:request.limit]
     more = len(rows) > request.limit
     return msgspec.structs.replace(
         empty, memories=[shape(row) for row in page],
         next_cursor=write_cursor(request.order, int(page[-1][1]), page[-1][0]) if more
         else None)
+
+
+async def read_rows(graph: AsyncGraph, request: ListRequest,
+                    params: dict[str, Any]) -> list[list[Any]]:
+    """A page and one row more (when there is one): from windows of creation times next to
+    where the page starts, widened until one holds it, else from every memory."""
+    newest = request.order == "newest"
+    whole = cypher.LIST_NEWEST_ALL if newest else cypher.LIST_OLDEST_ALL
+    if request.filters.active or (not newest and request.cursor is None):
+        return await run(graph, whole, params, read_only=True)  # no place to start from
+    start = time.time() if request.cursor is None else params["us"] / 1e6
+    edge = NO_END if request.cursor is None else (params["us"] + SLACK_US) / 1e6
+    width = FIRST_WINDOW
+    while width < MAX_WINDOW:
+        if newest:
+            lo, hi, query = start - width, edge, cypher.LIST_NEWEST_IN
+        else:
+            lo, hi, query = (params["us"] - SLACK_US) / 1e6, start + width, cypher.LIST_OLDEST_IN
+        rows = await run(graph, query, {**params, "lo": lo, "hi": hi}, read_only=True)
+        if len(rows) == params["limit"] and inside(int(rows[-2][1]), lo, hi, newest):
+            return rows
+        width *= WIDEN
+    return await run(graph, whole, params, read_only=True)
+
+
+def inside(micros: int, lo: float, hi: float, newest: bool) -> bool:
+    """Whether a page's last row is clear of the window's far edge: every memory beyond it
+    then comes after the whole page (a microsecond of slack for the float's rounding)."""
+    return micros > int(lo * 1e6) + 1 if newest else micros < int(hi * 1e6) - 1
 
 
 def shape(row: list[Any]) -> ListedMemory:

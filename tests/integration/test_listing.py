@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 import pytest
 from fastmcp import Client
 
 from services.mcp.server import build_server
 from services.query.listing import write_cursor
+from shared import cypher
+from shared.graphstore import GraphStore, run
 from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_workers
 
@@ -101,6 +105,33 @@ async def test_pages_follow_the_cursor_and_do_not_shift_while_memories_are_added
         newest[6:], None)
     # oldest first, the new memories come after every page already read
     assert sum(await pages(client, limit=4, order="oldest"), []) == [*ids, *later]
+
+
+async def test_pages_are_exact_over_years_of_memories_and_equal_times(client, settings):
+    """Memories spread from a minute ahead (another clock) to ~30 years back, two pairs
+    created in the same microsecond: every page, either order, is the exact slice of the
+    whole order (by time in microseconds, then id), across the windows a page is read from."""
+    now = time.time()
+    times = [now + 60, now, now, now - 1, *(now - 10 ** (k / 4) for k in range(4, 36)),
+             now - 5e8, now - 5e8]
+    rows = [[f"mem_{i * 7919 % 1000:032x}", at, f"Memory {i}\nbody"] for i, at in
+            enumerate(times)]
+    store = GraphStore(settings)
+    try:
+        graph = store.graph("default")
+        for query in cypher.SCHEMA:
+            await run(graph, query)
+        await run(graph, "UNWIND $rows AS r CREATE (:Memory {id: r[0], created_at: r[1], "
+                         "text: r[2], tags: [], source: '', metadata: '{}', meta_kv: [], "
+                         "chunk_count: 1, ready: true, task_id: ''})", {"rows": rows})
+    finally:
+        await store.aclose()
+    order = sorted(rows, key=lambda r: (int(r[1] * 1_000_000), r[0]), reverse=True)
+    newest = [r[0] for r in order]
+    for limit in (1, 3, 7):
+        found = await pages(client, limit=limit)
+        assert sum(found, []) == newest and all(len(p) == limit for p in found[:-1])
+        assert sum(await pages(client, limit=limit, order="oldest"), []) == newest[::-1]
 
 
 async def test_a_memory_still_ingesting_is_listed_with_its_task(client, settings, aredis):

@@ -38,8 +38,8 @@ def test_the_first_line_is_bounded():
 
 
 def test_the_listing_shows_memories_still_ingesting_but_never_expired_ones():
-    for query in (cypher.LIST_NEWEST, cypher.LIST_NEWEST_FROM, cypher.LIST_OLDEST,
-                  cypher.LIST_OLDEST_FROM):
+    for query in (cypher.LIST_NEWEST_ALL, cypher.LIST_NEWEST_IN, cypher.LIST_OLDEST_ALL,
+                  cypher.LIST_OLDEST_IN):
         assert "m.ready" not in query.split("RETURN")[0]
         assert "m.expires_at > $now" in query and "m.superseded_by IS NULL" in query
         assert "$tags_all" in query and "LIMIT $limit" in query
