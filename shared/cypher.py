@@ -470,3 +470,42 @@ VERSION_STEP = """
 MATCH (m:Memory {id: $id})
 RETURN m.id, m.supersedes, m.superseded_by, m.created_at, m.ready
 """
+
+# ---- lifecycle: list_memories and the expiry sweep ----
+# what list_memories shows: what VISIBLE shows (not expired, not an older version unless
+# asked for) and memories still being ingested (their state says so), with search's filters
+_LISTED = VISIBLE.replace("m.ready = true AND", "", 1) + _FILTER.removeprefix(VISIBLE)
+# A page is ordered by creation time, then id, and cut by keyset after the last row of the
+# page before ($us, $id; for the first page, a key past every memory). FalkorDB returns
+# doubles with 15 significant digits, so the key is the time in whole microseconds (exact).
+# Only the page's memories are projected (ORDER BY + LIMIT first), their text up to $head
+# characters. *_IN reads a window of created_at, $lo to $hi, through its index, and
+# services/query/listing.py widens the window until it holds a page; *_ALL reads every
+# memory that passes the filters (measured at 50k memories: ~7 ms for a window of a page,
+# ~80 ms for all)
+_LIST_KEY = " WITH m, toInteger(m.created_at * 1000000) AS us "
+_LIST_ROW = (" RETURN m.id, us, substring(m.text, 0, $head), m.tags, m.source, m.metadata, "
+             "m.created_at, m.chunk_count, m.ready, coalesce(m.task_id, '')")
+_LIST_WINDOW = "m.created_at >= $lo AND m.created_at <= $hi AND "
+_LIST_NEWER = ("WHERE us < $us OR (us = $us AND m.id < $id) "
+               "WITH m, us ORDER BY us DESC, m.id DESC LIMIT $limit")
+_LIST_OLDER = ("WHERE us > $us OR (us = $us AND m.id > $id) "
+               "WITH m, us ORDER BY us, m.id LIMIT $limit")
+LIST_NEWEST_ALL = "MATCH (m:Memory) WHERE " + _LISTED + _LIST_KEY + _LIST_NEWER + _LIST_ROW
+LIST_NEWEST_IN = ("MATCH (m:Memory) WHERE " + _LIST_WINDOW + _LISTED + _LIST_KEY + _LIST_NEWER
+                  + _LIST_ROW)
+LIST_OLDEST_ALL = "MATCH (m:Memory) WHERE " + _LISTED + _LIST_KEY + _LIST_OLDER + _LIST_ROW
+LIST_OLDEST_IN = ("MATCH (m:Memory) WHERE " + _LIST_WINDOW + _LISTED + _LIST_KEY + _LIST_OLDER
+                  + _LIST_ROW)
+
+# the expiry sweep: searchable memories whose time has come, by id from a cursor ($after,
+# exclusive), with the ingest that wrote them. Never a pinned one (validation refuses
+# pinned with expires_at; this is the guard for a memory changed since). One still being
+# ingested waits for its ingest to end (the unready sweep removes what a failed one left).
+# "m.id + ''" keeps the planner on the expires_at index: on m.id it scanned the id index
+# from the cursor on, every memory (measured at 50k memories, 1% expired: 183 ms, not 2 ms)
+EXPIRED = """
+MATCH (m:Memory) WHERE m.expires_at <= $now AND m.ready = true
+  AND coalesce(m.pinned, false) = false AND m.id + '' > $after
+RETURN m.id, coalesce(m.task_id, ''), m.expires_at ORDER BY m.id LIMIT $limit
+"""

@@ -171,6 +171,7 @@ class DeleteJob(Job):
     task_id: str
     memory_id: str
     namespace: str
+    reason: str = ""  # why, when not asked for (the expiry sweep): kept in the task's message
 
 
 class GraphJob(Job):
@@ -402,3 +403,46 @@ class UpdateReceipt(Lenient):
     supersedes: str | msgspec.UnsetType = msgspec.UNSET  # a new text: the version it replaces
     duplicate: bool | msgspec.UnsetType = msgspec.UNSET  # the new text was stored already
     message: str | msgspec.UnsetType = msgspec.UNSET
+
+# ---- lifecycle: list_memories, the expiry sweep, the write policy ---------------------------
+
+ListOrder = Literal["newest", "oldest"]
+LIST_ORDERS: tuple[str, ...] = ("newest", "oldest")
+MAX_LIST_LIMIT = 200
+
+
+class ListRequest(Base):
+    """A page of a namespace's memories; ``cursor`` is the previous page's next_cursor
+    (opaque; read by services/query/listing.py)."""
+
+    namespace: Namespace = DEFAULT_NAMESPACE
+    filters: SearchFilters = SearchFilters()
+    limit: Annotated[int, Meta(ge=1, le=MAX_LIST_LIMIT)] = 50
+    cursor: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    order: ListOrder = "newest"
+
+
+class ListedMemory(Lenient):
+    memory_id: str
+    first_line: str  # the text's first line, at most 200 characters (cut with an ellipsis)
+    tags: list[str]
+    source: str
+    metadata: dict[str, Any]
+    created_at: str
+    chunk_count: int
+    state: str  # "ready" or "ingesting"
+    task_id: str | None = None  # while ingesting: the task graph_status follows
+
+
+class MemoryPage(Lenient):
+    namespace: str
+    memories: list[ListedMemory]
+    next_cursor: str | None = None  # null on the last page
+
+
+class Refused(Lenient, kw_only=True):
+    """A write the namespace's write policy refused: nothing stored, no task (not an error)."""
+
+    stored: bool = False
+    reason: str
+    namespace: str = DEFAULT_NAMESPACE

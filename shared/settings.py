@@ -14,6 +14,8 @@ from typing import Literal
 
 import msgspec
 
+from shared.policy import parse_policy
+
 ENV_PREFIX = "ZAPOMNI_"
 
 
@@ -107,6 +109,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
 
     log_level: str = "INFO"
+
+    # lifecycle: which adds a namespace accepts, as JSON (shared/policy.py); empty: all
+    write_policy: str = ""
+
+    def __post_init__(self) -> None:
+        parse_policy(self.write_policy)  # a bad policy stops the process at start
 
     def graph_on(self, namespace: str) -> bool:
         off = {n.strip() for n in self.graph_off_namespaces.split(",")}

@@ -116,9 +116,10 @@ return {'', '', '', before, gen}
 
 # A delete takes a memory over. KEYS: claim, the delete's record. ARGV: delete task id, ttl,
 # now, the ingest it must take over from ('' = whoever owns it), the message the cancelled
-# ingest shows, field/value pairs of the delete's record.
+# ingest shows, the owner the caller saw ('' = any), field/value pairs of the delete's record.
 # Returns {1, previous owner} taken; {2, pending delete} a delete is already under way;
-# {0, owner} the memory is no longer the named ingest's, or that ingest has ended
+# {0, owner} the memory is no longer the named ingest's, or that ingest has ended, or
+# another task than the one the caller saw owns it now
 _TAKE = _LIB + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if ARGV[4] ~= '' and owner ~= ARGV[4] then return {0, owner} end
@@ -127,13 +128,14 @@ if owner ~= '' then
   local f = redis.call('HMGET', okey, 'kind', 'state')
   if ARGV[4] ~= '' and not active(f[2]) then return {0, owner} end  -- it finished first
   if f[1] == 'delete' and active(f[2]) then return {2, owner} end
+  if ARGV[6] ~= '' and owner ~= ARGV[6] then return {0, owner} end  -- changed since seen
   if (f[1] == 'ingest' or f[1] == 'update') and active(f[2]) then
     redis.call('HSET', okey, 'finished_at', ARGV[3], 'message', ARGV[5])
     transition(okey, owner, f[2], 'cancelled', ARGV[3], ARGV[2])
   end
 end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
 return {1, owner}
@@ -322,18 +324,20 @@ async def claim_memory(redis: Redis, record: TaskRecord, ttl: int, thread: str =
 
 
 async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
-                          from_task: str = "", message: str = "the memory was deleted"
-                          ) -> tuple[int, str]:
+                          from_task: str = "", message: str = "the memory was deleted",
+                          seen: str = "") -> tuple[int, str]:
     """Make the delete task ``record`` the owner of its memory, cancelling an ingest still
     under way (with ``message``) in the same step. ``from_task``: only if that ingest owns
-    it, while it runs (the cancel of an ingest). Returns (1, previous owner) when taken, (2,
+    it, while it runs (the cancel of an ingest). ``seen``: only if no task, or that one,
+    owns it (the expiry sweep: the ingest that wrote the memory it read, so that the same
+    text added again meanwhile is not taken). Returns (1, previous owner) when taken, (2,
     the delete already under way) when there is one, (0, the owner) when ``from_task`` owns
-    it no longer or has ended (a cancel that comes after the end changes nothing). The
-    record is written only when taken."""
+    it no longer or has ended (a cancel that comes after the end changes nothing), or
+    another task than ``seen`` owns it. The record is written only when taken."""
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner = await redis.eval(
         _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,
-        *_flat(msgspec.structs.asdict(record)))
+        seen, *_flat(msgspec.structs.asdict(record)))
     return int(code), _text(owner)
 
 

@@ -29,6 +29,7 @@ async def delete_memory(ctx: dict, payload: dict) -> str:
         await checkpoint(res, "deleted", job)
         await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
                                     total=1, finished_at=time.time(),
-                                    message=f"deleted {memories} memory and {chunks} chunks")
+                                    message=f"deleted {memories} memory and {chunks} chunks"
+                                    + (f" ({job.reason})" if job.reason else ""))
         return "done"
     return run.outcome

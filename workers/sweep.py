@@ -1,10 +1,12 @@
-"""The periodic sweep: memories left not searchable by a task that has ended.
+"""The periodic sweep: memories left not searchable by a task that has ended, and memories
+past their expires_at.
 
 Every ingest undoes its own writes when it fails or loses its memory, but a worker killed at
 the wrong moment cannot. The sweep (an arq cron job, one run at a time over all workers)
 pages through each namespace's not-ready memories and removes those whose ingest task has
 ended or expired, with the same conditional undo an ingest uses: a newer ingest of the same
-text that took the memory over keeps it.
+text that took the memory over keeps it. Then it queues a delete task for each expired
+memory (workers/expiry.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 
 from shared import cypher, tasks
 from shared.graphstore import GRAPH_PREFIX, list_graphs, run
+from workers.expiry import sweep_expired
 from workers.resources import Resources, resources
 from workers.store import undo_memory
 
@@ -33,7 +36,11 @@ async def sweep_memories(ctx: dict) -> str:
         removed += await sweep_namespace(res, namespace)
     if removed:
         log.info("sweep removed %d memories left unfinished by ended tasks", removed)
-    return f"removed {removed} of {len(names)} namespaces' unfinished memories"
+    expired = await sweep_expired(res.redis, res.store, res.settings, names, time.time())
+    if expired:
+        log.info("sweep queued the delete of %d expired memories", expired)
+    return (f"removed {removed} of {len(names)} namespaces' unfinished memories; queued "
+            f"{expired} deletes of expired memories")
 
 
 async def sweep_namespace(res: Resources, namespace: str) -> int:

@@ -12,25 +12,24 @@ import msgspec
 import redis.exceptions
 
 from services.mcp.forward import QueryClient
-from shared import capacity, metrics, tasks
+from shared import capacity, deletes, metrics, policy, tasks
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
 from shared.ids import memory_id, new_task_id
 from shared.messages import (
     AddMemory,
     AddReceipt,
     BuildGraph,
-    DeleteJob,
     DeleteReceipt,
     GraphJob,
     IngestJob,
     MemoryRecord,
     MemoryRef,
+    Refused,
     TaskReceipt,
     TaskRecord,
 )
 from shared.queue import (
     connect_queue,
-    enqueue_delete,
     enqueue_graph,
     enqueue_ingest,
     payload_size,
@@ -76,7 +75,31 @@ async def check_capacity(front: Front, incoming: int = 1) -> None:
             f"{front.settings.max_queue_depth:,}); nothing was stored. Retry in ~30 seconds")
 
 
-async def add_memory(front: Front, memory: AddMemory) -> AddReceipt:
+async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
+    """Queue ``memory`` for ingest, unless the namespace's write policy refuses it
+    (shared/policy.py): then Refused, with no task and nothing queued. The thread's window
+    counts only adds that are stored: one refused after it was counted gives its place
+    back, and so does a duplicate."""
+    rule = policy.rule_for(front.settings.write_policy, memory.namespace)
+    if rule is None:
+        return await store_memory(front, memory)
+    ticket = new_task_id()
+    reason = policy.judge_confidence(rule, memory) or await redis_call(
+        front, policy.count_write(front.redis, rule, memory, ticket))
+    if reason:
+        metrics.REFUSALS.labels("policy").inc()
+        return Refused(reason=reason, namespace=memory.namespace)
+    try:
+        receipt = await store_memory(front, memory)
+    except BaseException:
+        await policy.refund(front.redis, rule, memory, ticket)
+        raise
+    if receipt.duplicate:
+        await policy.refund(front.redis, rule, memory, ticket)
+    return receipt
+
+
+async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
     now = time.time()
     mid = memory_id(memory.namespace, memory.content_hash)
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
@@ -172,7 +195,8 @@ async def _forget_claim(front: Front, record: TaskRecord, thread: str, before: s
         pass  # Redis is gone; so is the claim's effect until it is back
 
 
-async def add_memories(front: Front, memories: list[AddMemory]) -> list[AddReceipt]:
+async def add_memories(front: Front, memories: list[AddMemory]
+                       ) -> list[AddReceipt | Refused]:
     await check_capacity(front, len(memories))
     return [await add_memory(front, memory) for memory in memories]
 
@@ -197,24 +221,13 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
 
 async def queue_delete(front: Front, namespace: str, memory_id: str, message: str, *,
                        cancelling: str = "") -> tuple[str, str]:
-    """Take the memory over for a delete task and enqueue its job: (task id, state). An
-    ingest under way is cancelled in the same step (``cancelling``: only that ingest; then
-    the task id is '' when it no longer owns the memory). A delete already under way is
-    answered instead of a second one."""
-    record = TaskRecord(task_id=new_task_id(), kind="delete", namespace=namespace,
-                        memory_id=memory_id, total=1, created_at=time.time(), message=message)
-    note = (f"cancelled by request; {record.task_id} removes what was written" if cancelling
-            else "the memory was deleted")
-    code, owner = await redis_call(front, tasks.take_for_delete(
-        front.redis, record, front.task_ttl, from_task=cancelling, message=note))
-    if code == 0:
-        return "", ""
-    if code == 2:
-        pending = await redis_call(front, tasks.get_task(front.redis, owner))
-        return owner, pending.state if pending else "queued"
-    job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace)
-    await redis_call(front, enqueue_delete(front.redis, front.settings, job))
-    return record.task_id, "queued"
+    """Take the memory over for a delete task and enqueue its job (shared/deletes.py):
+    (task id, state). An ingest under way is cancelled in the same step (``cancelling``:
+    only that ingest; then the task id is '' when it no longer owns the memory). A delete
+    already under way is answered instead of a second one."""
+    queued = await redis_call(front, deletes.queue_delete(
+        front.redis, front.settings, namespace, memory_id, message, cancelling=cancelling))
+    return queued.task_id, queued.state
 
 
 async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from services.mcp import front as ops
 from services.mcp.arguments import ArgumentErrors
 from services.mcp.front import Front
+from services.mcp.tools_lifecycle import add_lifecycle_tools
 from shared import metrics
 from shared.entities import ENTITY_TYPES
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
@@ -165,6 +166,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     add_graph_tools(mcp, live)
     from services.mcp.tools_update import add_update_tools  # it imports this module
     add_update_tools(mcp, live)
+    add_lifecycle_tools(mcp, live)
     add_routes(mcp, verifier, live)
     return mcp
 
@@ -178,7 +180,9 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         metadata: optional JSON object; "tags" (list of strings) and "source" (string) are
         filterable in search_memory; "thread" (string) marks the turns of one conversation,
         added in order: search then reads each turn with its neighbours. Adding the same
-        text again is a no-op (duplicate=true)."""
+        text again is a no-op (duplicate=true). A namespace's write policy may refuse an
+        add (a confidence below its minimum, too many adds to one thread): then the answer
+        is {"stored": false, "reason"} and nothing is stored."""
         with tool_call("add_memory"):
             memory = decode_add_memory(text, metadata, namespace)
             return plain(await ops.add_memory(live["front"], memory))
@@ -188,7 +192,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                            namespace: str | None = None) -> dict[str, Any]:
         """Remember several texts in one call: items is a list of {"text", "metadata"?}
         (at most 1,000 items, 10,000,000 characters in all). All are validated before any
-        is stored; each gets its own memory_id and task_id."""
+        is stored; each gets its own memory_id and task_id, or {"stored": false, "reason"}
+        where the namespace's write policy refused that item."""
         with tool_call("add_memories"):
             memories = decode_batch(items, namespace)
             return {"results": plain(await ops.add_memories(live["front"], memories))}

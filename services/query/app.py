@@ -5,6 +5,7 @@
     POST /v1/stats    StatsRequest  -> Stats
     POST /v1/entities EntitySearch  -> EntityList
     POST /v1/entity   EntityRef     -> EntityDetail (404 when unknown)
+    POST /v1/list     ListRequest   -> MemoryPage
     GET  /healthz     the process is up
     GET  /readyz      FalkorDB and Redis answer
     GET  /metrics     Prometheus, including the queue and task gauges of the whole system
@@ -29,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from services.query.entities import get_entity, search_entities
+from services.query.listing import list_memories
 from services.query.records import read_memory, read_stats
 from services.query.search import search_memory
 from shared import capacity, heartbeat, metrics, tasks
@@ -39,6 +41,7 @@ from shared.messages import (
     EntityRef,
     EntitySearch,
     ErrorBody,
+    ListRequest,
     MemoryRef,
     SearchRequest,
     StatsRequest,
@@ -161,6 +164,8 @@ def build_app(settings) -> Starlette:
         Route("/v1/entities", endpoint(EntitySearch, lambda s, b: search_entities(s.store, b)),
               methods=["POST"]),
         Route("/v1/entity", endpoint(EntityRef, lambda s, b: get_entity(s.store, b)),
+              methods=["POST"]),
+        Route("/v1/list", endpoint(ListRequest, lambda s, b: list_memories(s.store, b)),
               methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),

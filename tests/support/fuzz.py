@@ -30,6 +30,7 @@ from fastmcp import Client
 from hypothesis import strategies as st
 
 from services.mcp.http import http_app
+from services.query.listing import write_cursor
 from shared.settings import Settings
 from tests.support.servers import ThreadedServer
 
@@ -121,6 +122,9 @@ SCORE = (st.floats(0, 1), st.one_of(st.floats(), WRONG_TYPES))
 MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
+CURSOR = (st.builds(write_cursor, st.sampled_from(["newest", "oldest"]),
+                    st.integers(0, 2**53 - 1), ids("mem_").filter(lambda v: isinstance(v, str))),
+          st.one_of(strings(), st.just("x" * 201), WRONG_TYPES))
 
 # each tool's arguments: (well-formed values, hostile or malformed values)
 TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]]] = {
@@ -152,6 +156,9 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
     "update_memory": {"memory_id": MEMORY_ID, "text": TEXT, "metadata": (
         st.one_of(GOOD_METADATA, st.just({"tags": None, "lang": None})), metadata()),
         "namespace": NAMESPACE},
+    "list_memories": {"namespace": NAMESPACE, "filters": (GOOD_FILTERS, BAD_FILTERS),
+                      "limit": (st.integers(1, 200), LIMIT[1]), "cursor": CURSOR,
+                      "order": (st.sampled_from(["newest", "oldest"]), strings())},
 }
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
