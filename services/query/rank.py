@@ -41,7 +41,7 @@ from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING = 1000  # access writes in flight; past it new ones are dropped (Redis is slow)
+MAX_PENDING = 100  # access writes in flight (a connection each); past it, dropped and counted
 QUIET_SECONDS = 60.0  # a failing access stream is logged at most once in this time
 POOL = 30  # rank="memory" re-scores the best max(POOL, 3 x limit) candidates
 FREQUENT = 5  # times returned at which frequency is 0.5
@@ -136,19 +136,26 @@ def memory_parts(relevance: float, score: float, memory: list[Any], now: float,
             for name, (value, basis) in values.items()}
 
 
-async def rank_by_memory(graph: AsyncGraph, candidates: list[Candidate],
-                         request: SearchRequest, settings: Settings, now: float | None = None
-                         ) -> tuple[list[Candidate], dict[str, list[Any]],
-                                    dict[str, dict[str, RankPart]]]:
-    """The best ``request.limit`` of the best candidates by relevance, re-scored; with
-    their memories' fields (tags, source, metadata, created_at: for shaping, read in the
-    same query) and each one's parts, by chunk id."""
-    pool = candidates[:max(POOL, 3 * request.limit)]
+def rank_pool(candidates: list[Candidate], limit: int) -> list[Candidate]:
+    """The candidates rank="memory" re-scores: the best by relevance, more than asked for."""
+    return candidates[:max(POOL, 3 * limit)]
+
+
+async def read_memories(graph: AsyncGraph, pool: list[Candidate]) -> dict[str, list[Any]]:
+    """The pool's memories: tags, source, metadata and created_at (what shaping needs), then
+    importance, access_count and accessed_at, in one read."""
     if not pool:
-        return [], {}, {}
+        return {}
     rows = await run(graph, cypher.RANK_FIELDS, {"ids": sorted({c.memory_id for c in pool})},
                      read_only=True)
-    memories = {row[0]: row[1:] for row in rows}
+    return {row[0]: row[1:] for row in rows}
+
+
+def rank_by_memory(pool: list[Candidate], memories: dict[str, list[Any]],
+                   request: SearchRequest, settings: Settings, now: float | None = None
+                   ) -> tuple[list[Candidate], dict[str, dict[str, RankPart]]]:
+    """The best ``request.limit`` of the pool re-scored (ties: the more relevant first),
+    with each one's parts by chunk id. A candidate whose memory is gone is left out."""
     weights = rank_weights(settings)
     half_life = settings.rank_half_life_days * DAY
     now = time.time() if now is None else now
@@ -162,5 +169,4 @@ async def rank_by_memory(graph: AsyncGraph, candidates: list[Candidate],
         scored.append((replace(candidate, score=score), parts, relevance))
     scored.sort(key=lambda item: (-item[0].score, -item[2], item[0].row[1]))
     kept = scored[:request.limit]
-    return ([c for c, _, _ in kept], {m: fields[:4] for m, fields in memories.items()},
-            {c.row[1]: parts for c, parts, _ in kept})
+    return [c for c, _, _ in kept], {c.row[1]: parts for c, parts, _ in kept}

@@ -28,7 +28,7 @@ from redis.asyncio import Redis
 from services.query.entities import Named, graph_signal, named_in, passage_entities
 from services.query.fusion import Candidate, Context, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import bm25, idf, stem, terms, tokenize
-from services.query.rank import AccessLog, rank_by_memory
+from services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, meta_pair, run
@@ -119,8 +119,10 @@ async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: Searc
     with their memories' fields and the entities their passages name."""
     parts: dict[str, dict[str, RankPart]] = {}
     if request.rank == "memory":
-        kept, fields, parts = await rank_by_memory(graph, kept, request, settings)
-        names = await passage_entities(graph, [c.row[1] for c in kept])
+        pool = rank_pool(kept, request.limit)
+        names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in pool]),
+                                             read_memories(graph, pool))
+        kept, parts = rank_by_memory(pool, fields, request, settings)
     else:
         kept = kept[:request.limit]
         names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
@@ -292,7 +294,7 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
 def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | None = None,
               rank_parts: dict[str, RankPart] | None = None) -> SearchHit:
     memory_id, chunk_id, text, _, start, end = candidate.row
-    tags, source, metadata, created = fields
+    tags, source, metadata, created = fields[:4]
     return SearchHit(
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),

@@ -6,6 +6,7 @@ equal one, with parts that add up to the score."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -13,11 +14,12 @@ from collections import Counter
 import httpx2
 import msgspec
 import pytest
+import redis.asyncio
 from prometheus_client import REGISTRY
 
 from services.mcp import front as ops
 from services.mcp.front import Front
-from services.query.rank import AccessLog
+from services.query.rank import MAX_PENDING, AccessLog
 from shared import access
 from shared.errors import InvalidInput
 from shared.graphstore import GraphStore, run
@@ -130,9 +132,13 @@ async def test_a_fold_that_dies_before_trimming_counts_nothing_twice(quiet, fron
     assert await stream_length(aredis) == 0
 
 
-async def failed_writes() -> float:
+async def access_events(outcome: str) -> float:
     return REGISTRY.get_sample_value("zapomni_access_events_total",
-                                     {"outcome": "failed"}) or 0.0
+                                     {"outcome": outcome}) or 0.0
+
+
+async def failed_writes() -> float:
+    return await access_events("failed")
 
 
 async def test_a_search_whose_access_record_fails_still_answers(quiet, front, query_service,
@@ -165,6 +171,28 @@ async def test_with_access_tracking_off_nothing_is_written(quiet, aredis):
     on.record("default", ["mem_" + "a" * 32])
     await on.aclose()
     assert await stream_length(aredis) == 1
+
+
+async def test_writes_in_flight_are_bounded_when_redis_does_not_answer(quiet):
+    async def silent(reader, writer) -> None:
+        await reader.read()  # reads the commands, never answers
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    client = redis.asyncio.Redis(port=server.sockets[0].getsockname()[1], socket_timeout=60)
+    log = AccessLog(client, quiet)
+    dropped = await access_events("dropped")
+    try:
+        for _ in range(MAX_PENDING + 5):
+            log.record("default", ["mem_" + "a" * 32])
+        assert len(log.pending) == MAX_PENDING  # a connection each, no more
+        assert await access_events("dropped") == dropped + 5
+        await log.aclose(grace=0.1)  # shutdown does not wait on a Redis that is gone
+        assert not log.pending
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
 
 
 async def make_older(settings, memory_id: str, days: float, namespace: str) -> None:

@@ -4,9 +4,10 @@ format and order, the fold's schedule, the parts of a memory score and the rank 
 import pytest
 
 from services.query.fusion import Candidate
-from services.query.rank import memory_parts, rank_weights, relevances
+from services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
 from shared import access
 from shared.errors import InvalidInput
+from shared.messages import SearchRequest
 from shared.settings import Settings
 from shared.validation import decode_search
 from workers.access import fold_schedule
@@ -100,3 +101,23 @@ def test_rank_must_be_relevance_or_memory(rank):
 def test_rank_defaults_to_relevance():
     assert decode_search("q", 10, None, None).rank == "relevance"
     assert decode_search("q", 10, None, None, None, None, "memory").rank == "memory"
+
+
+def test_rank_by_memory_reorders_the_pool_and_leaves_out_memories_that_are_gone():
+    day, now = 86400.0, 10_000_000.0
+    pool = [Candidate(row=[f"m{i}", f"c{i}", "", 0, 0, 1], score=s)
+            for i, s in enumerate((0.9, 0.85, 0.8, 0.7))]
+    fields = [[], "", "{}"]
+    memories = {"m0": [*fields, now - 90 * day, None, 0, None],  # best match, three months old
+                "m1": [*fields, now, None, 0, None],
+                "m2": [*fields, now, 1.0, 20, now]}  # m3: deleted since the search began
+    kept, parts = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3),
+                                 Settings(), now)
+    assert [c.memory_id for c in kept] == ["m2", "m1", "m0"]
+    assert [c.score for c in kept] == sorted((c.score for c in kept), reverse=True)
+    for candidate in kept:
+        assert sum(p.points for p in parts[candidate.row[1]].values()) == pytest.approx(
+            candidate.score, abs=1e-6)
+    assert parts["c0"]["relevance"].basis == 0.9 and parts["c0"]["recency"].basis == 90
+    two, _ = rank_by_memory(pool, memories, SearchRequest(query="q", limit=2), Settings(), now)
+    assert two == kept[:2]
