@@ -509,3 +509,31 @@ MATCH (m:Memory) WHERE m.expires_at <= $now AND m.ready = true
   AND coalesce(m.pinned, false) = false AND m.id + '' > $after
 RETURN m.id, coalesce(m.task_id, ''), m.expires_at ORDER BY m.id LIMIT $limit
 """
+
+# ---- rank: access tracking and search's rank="memory" ----
+# Access events (services/query/rank.py records them on a Redis stream; workers/access.py
+# folds them) added to each memory's count and last-returned time, in one statement per
+# namespace and batch. $events: [key, [memory ids], unix seconds] with keys that sort as the
+# stream does (shared/access.py). The namespace's watermark (x.folded: the last key folded)
+# is moved in the same statement: a FalkorDB query is applied whole or not at all, so a fold
+# that ends before it trims the stream reads the same events again and counts none twice.
+FOLD_ACCESS = """
+MERGE (x:ZapomniMeta {key: 'access'})
+WITH x, coalesce(x.folded, '') AS seen
+UNWIND $events AS e
+WITH x, e WHERE e[0] > seen
+WITH x, max(e[0]) AS last, collect(e) AS fresh
+SET x.folded = last
+WITH fresh UNWIND fresh AS e UNWIND e[1] AS id
+WITH id, count(*) AS n, max(e[2]) AS at
+MATCH (m:Memory {id: id})
+SET m.access_count = coalesce(m.access_count, 0) + n,
+    m.accessed_at = CASE WHEN coalesce(m.accessed_at, 0) < at THEN at ELSE m.accessed_at END
+RETURN count(m)
+"""
+# what rank="memory" reads of the candidates' memories: MEMORY_FIELDS and the memory's parts
+RANK_FIELDS = """
+UNWIND $ids AS id MATCH (m:Memory {id: id})
+RETURN m.id, m.tags, m.source, m.metadata, m.created_at, m.importance, m.access_count,
+       m.accessed_at
+"""

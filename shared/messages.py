@@ -69,6 +69,8 @@ class AddMemory(Base):
 Scalar = str | int | float | bool
 SearchMode = Literal["hybrid", "vector", "keyword", "graph"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword", "graph")
+SearchRank = Literal["relevance", "memory"]
+SEARCH_RANKS: tuple[str, ...] = ("relevance", "memory")
 
 
 class SearchFilters(Base):
@@ -94,6 +96,8 @@ class SearchRequest(Base):
     namespace: Namespace = DEFAULT_NAMESPACE
     mode: SearchMode = "hybrid"
     min_score: Annotated[float, Meta(ge=0)] = 0.0
+    # "memory": relevance blended with recency, frequency and importance (services/query/rank.py)
+    rank: SearchRank = "relevance"
 
 
 class MemoryRef(Base):
@@ -251,6 +255,9 @@ class SearchHit(Lenient):
     why: dict[str, SignalMatch] = {}  # which signals found it, and where they ranked it
     also_matched: int = 0  # other overlapping chunks of this memory that matched, folded in
     entities: list[str] = []  # the named things this passage mentions
+    # rank="memory": relevance, recency, frequency, importance, each with its weight and the
+    # points it adds; the points sum to the score. Empty for rank="relevance"
+    rank_parts: dict[str, RankPart] = {}
 
 
 class SearchResponse(Lenient):
@@ -259,6 +266,7 @@ class SearchResponse(Lenient):
     results: list[SearchHit]
     mode: str = "hybrid"
     note: str | None = None  # why there are no results, where a mode can say (graph)
+    rank: str = "relevance"
 
 
 class MemoryRecord(Lenient):
@@ -446,3 +454,17 @@ class Refused(Lenient, kw_only=True):
     stored: bool = False
     reason: str
     namespace: str = DEFAULT_NAMESPACE
+
+# ---- rank ----------------------------------------------------------------------------------
+
+
+class RankPart(Lenient):
+    """One part of a rank="memory" score: ``value`` (0-1) times ``weight`` adds ``points``.
+    ``basis``: what the value was computed from (relevance: the mode's score; recency: the
+    memory's age in days; frequency: how often search has returned it; importance: its
+    metadata importance, null when it has none and 0.5 is assumed)."""
+
+    value: float
+    weight: float
+    points: float
+    basis: float | None = None

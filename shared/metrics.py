@@ -4,13 +4,14 @@ each serves ``/metrics`` (front and query on their HTTP port, workers on a metri
 
     front   zapomni_tool_calls_total, zapomni_tool_seconds, zapomni_enqueue_seconds,
             zapomni_refusals_total
-    query   zapomni_search_seconds, zapomni_search_candidates, zapomni_query_embedding_cache_total
+    query   zapomni_search_seconds, zapomni_search_candidates, zapomni_query_embedding_cache_total,
+            zapomni_access_events_total
             and, for the whole system (one exporter, not every worker): zapomni_queue_depth,
             zapomni_queue_oldest_age_seconds, zapomni_workers_alive, zapomni_tasks
     worker  zapomni_jobs_total, zapomni_job_seconds, zapomni_stage_seconds,
             zapomni_chunks_embedded_total, zapomni_embed_request_seconds,
             zapomni_embed_in_flight, zapomni_embed_cache_total, zapomni_falkordb_write_seconds,
-            zapomni_chunks_graphed_total
+            zapomni_chunks_graphed_total, zapomni_access_folded_total
 """
 
 from __future__ import annotations
@@ -62,7 +63,15 @@ CHUNKS_GRAPHED = Counter("zapomni_chunks_graphed_total",
 FALKORDB_WRITE_SECONDS = Histogram("zapomni_falkordb_write_seconds",
                                    "FalkorDB write query latency", ["op"], buckets=SLOW)
 
+# ---- rank: access tracking (services/query/rank.py, workers/access.py) ----
+ACCESS_EVENTS = Counter("zapomni_access_events_total",
+                        "Search access events by outcome: recorded on the stream, failed "
+                        "(Redis refused or unreachable), dropped (too many writes pending)",
+                        ["outcome"])
+ACCESS_FOLDED = Counter("zapomni_access_folded_total",
+                        "Access events folded into memories' access counts by workers")
+
 ALL = (TOOL_CALLS, TOOL_SECONDS, ENQUEUE_SECONDS, REFUSALS, SEARCH_SECONDS, SEARCH_CANDIDATES,
        QUERY_CACHE, QUEUE_DEPTH, QUEUE_BYTES, QUEUE_OLDEST, WORKERS_ALIVE, TASKS, JOBS,
        JOB_SECONDS, STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS, EMBED_IN_FLIGHT,
-       EMBED_CACHE, FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED)
+       EMBED_CACHE, FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED, ACCESS_EVENTS, ACCESS_FOLDED)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
 from shared.policy import parse_policy
 
@@ -107,6 +108,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     graph_budget: float = 0.5
     weight_graph: float = 0.5
     graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
+
+    # rank: which memories search returned (a Redis stream the query service appends to and
+    # a worker folds into each memory's access_count / accessed_at), and search's
+    # rank="memory": relevance blended with recency, frequency and importance
+    access_tracking: bool = True
+    access_stream_max: Annotated[int, Meta(ge=100)] = 20_000  # events kept until folded
+    access_fold_seconds: Annotated[int, Meta(ge=1, le=3600)] = 30
+    access_fold_batch: Annotated[int, Meta(ge=1, le=10_000)] = 1000  # events per fold step
+    rank_weight_relevance: Annotated[float, Meta(ge=0)] = 0.4
+    rank_weight_recency: Annotated[float, Meta(ge=0)] = 0.3
+    rank_weight_frequency: Annotated[float, Meta(ge=0)] = 0.2
+    rank_weight_importance: Annotated[float, Meta(ge=0)] = 0.1
+    rank_half_life_days: Annotated[float, Meta(gt=0)] = 30.0  # recency halves in this time
 
     log_level: str = "INFO"
 

@@ -22,6 +22,7 @@ from shared.messages import (
     MEMORY_ID_PATTERN,
     NAMESPACE_PATTERN,
     SEARCH_MODES,
+    SEARCH_RANKS,
     TASK_ID_PATTERN,
     AddMemory,
     SearchFilters,
@@ -363,16 +364,19 @@ def decode_filters(filters: Any) -> SearchFilters:
 
 
 def decode_search(query: Any, limit: Any, filters: Any, namespace: Any, mode: Any = None,
-                  min_score: Any = None) -> SearchRequest:
+                  min_score: Any = None, rank: Any = None) -> SearchRequest:
     if isinstance(query, str):
         query = query.strip()
         if not query:
             raise InvalidInput("query: must not be empty or only whitespace")
     if mode is not None and mode not in SEARCH_MODES:
         raise InvalidInput(f"mode: expected one of {', '.join(SEARCH_MODES)}")
+    if rank is not None and rank not in SEARCH_RANKS:
+        raise InvalidInput("rank: expected relevance (the default: the best match first) or "
+                           "memory (relevance blended with recency, frequency and importance)")
     data = {"query": query, "limit": 10 if limit is None else limit,
             "namespace": check_namespace(namespace), "mode": mode or "hybrid",
-            "min_score": 0.0 if min_score is None else min_score}
+            "min_score": 0.0 if min_score is None else min_score, "rank": rank or "relevance"}
     request = convert(data, SearchRequest)
     return msgspec.structs.replace(request, filters=decode_filters(filters))
 

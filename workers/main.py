@@ -31,6 +31,7 @@ from shared.queue import (
     serialize,
 )
 from shared.settings import Settings
+from workers.access import FOLD, fold_access, fold_schedule
 from workers.arq_internals import ZapomniWorker, set_claim_seconds
 from workers.delete import delete_memory
 from workers.extract import ModelMissing, check_model
@@ -59,7 +60,9 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
-                        minute=set(range(0, 60, max(1, settings.sweep_minutes))), second=7)],
+                        minute=set(range(0, 60, max(1, settings.sweep_minutes))), second=7),
+                   cron(fold_access, name=FOLD, unique=True, run_at_startup=False,
+                        **fold_schedule(settings.access_fold_seconds))],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=settings.queue_name,
         job_serializer=serialize,

@@ -210,7 +210,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     @mcp.tool
     async def search_memory(query: str, limit: int = 10, filters: dict[str, Any] | None = None,
                             namespace: str | None = None, mode: str = "hybrid",
-                            min_score: float = 0.0) -> dict[str, Any]:
+                            min_score: float = 0.0, rank: str = "relevance") -> dict[str, Any]:
         """Find the stored passages that answer query (1-2,000 characters). limit: 1-100.
         mode: "hybrid" (default: meaning, exact words and named entities, fused), "vector"
         (meaning), "keyword" (words) or "graph" (entities named in the query and their
@@ -221,9 +221,15 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         next to it that lent it score), names the entities it mentions, and folds
         overlapping chunks of one memory into the best (also_matched). filters (all optional):
         {"tags": [..] (any), "tags_all": [..], "source": "..", "after": "2026-01-01",
-        "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}."""
+        "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}.
+        rank: "relevance" (default: the best match first) or "memory": the best matches
+        re-ordered by a blend, by default 0.4 relevance + 0.3 recency (halves every 30 days
+        since the memory was added) + 0.2 frequency (how often search has returned it) +
+        0.1 importance (metadata "importance" 0-1, else 0.5); score is then the blend (0-1)
+        and rank_parts shows each part's value, weight and points. min_score applies to
+        relevance."""
         with tool_call("search_memory"):
-            request = decode_search(query, limit, filters, namespace, mode, min_score)
+            request = decode_search(query, limit, filters, namespace, mode, min_score, rank)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
     @mcp.tool

@@ -31,6 +31,7 @@ from starlette.routing import Route
 
 from services.query.entities import get_entity, search_entities
 from services.query.listing import list_memories
+from services.query.rank import AccessLog
 from services.query.records import read_memory, read_stats
 from services.query.search import search_memory
 from shared import capacity, heartbeat, metrics, tasks
@@ -72,8 +73,10 @@ class QueryState:
             settings.redis_url, socket_timeout=settings.request_timeout,
             socket_connect_timeout=min(3.0, settings.request_timeout))
         self.embedder: Embedder = make_embedder(settings)
+        self.access = AccessLog(self.redis, settings)  # which memories search returned
 
     async def aclose(self) -> None:
+        await self.access.aclose()
         await self.embedder.aclose()
         await self.store.aclose()
         await self.redis.aclose()
@@ -156,7 +159,7 @@ def build_app(settings) -> Starlette:
 
     routes = [
         Route("/v1/search", endpoint(SearchRequest, lambda s, b: search_memory(
-            s.store, s.embedder, s.redis, s.settings, b)), methods=["POST"]),
+            s.store, s.embedder, s.redis, s.settings, b, access=s.access)), methods=["POST"]),
         Route("/v1/memory", endpoint(MemoryRef, lambda s, b: read_memory(s.store, b)),
               methods=["POST"]),
         Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(

@@ -28,10 +28,11 @@ from redis.asyncio import Redis
 from services.query.entities import Named, graph_signal, named_in, passage_entities
 from services.query.fusion import Candidate, Context, collapse, fuse_ranks, fuse_scores, single
 from services.query.keyword import bm25, idf, stem, terms, tokenize
+from services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from shared import cypher, metrics
 from shared.embed import Embedder, to_params
 from shared.graphstore import GraphStore, check_model, meta_pair, run
-from shared.messages import SearchHit, SearchRequest, SearchResponse
+from shared.messages import RankPart, SearchHit, SearchRequest, SearchResponse
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,13 @@ def filter_params(request: SearchRequest) -> dict[str, Any]:
 
 
 async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
-                        settings: Settings, request: SearchRequest) -> SearchResponse:
+                        settings: Settings, request: SearchRequest, *,
+                        access: AccessLog | None = None) -> SearchResponse:
+    """``access``: where to note which memories were returned (services/query/rank.py);
+    None records nothing."""
     started = time.perf_counter()
     empty = SearchResponse(namespace=request.namespace, query=request.query, results=[],
-                           mode=request.mode)
+                           mode=request.mode, rank=request.rank)
     if not await check_model(store, request.namespace, embedder.name,
                              await embedder.dimension()):
         return msgspec.structs.replace(
@@ -102,14 +106,31 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                 graph, candidates, params, settings.weight_context))
     else:
         candidates = single(request.mode, ranked[request.mode])
-    kept = [c for c in collapse(candidates) if c.score >= request.min_score][:request.limit]
-    names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
-                                         memory_fields(graph, [c.memory_id for c in kept]))
+    kept = [c for c in collapse(candidates) if c.score >= request.min_score]
+    results = await shape_results(graph, kept, request, settings)
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
-    note = await why_empty(graph, named) if request.mode == "graph" and not kept else None
-    return msgspec.structs.replace(empty, note=note, results=[
-        shape_hit(c, fields[c.memory_id], names.get(c.row[1], []))
-        for c in kept if c.memory_id in fields])
+    note = await why_empty(graph, named) if request.mode == "graph" and not results else None
+    if access is not None and results:
+        access.record(request.namespace, [hit.memory_id for hit in results])
+    return msgspec.structs.replace(empty, note=note, results=results)
+
+
+async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: SearchRequest,
+                        settings: Settings) -> list[SearchHit]:
+    """The first ``limit`` candidates (by relevance, or re-scored: rank="memory") as hits,
+    with their memories' fields and the entities their passages name."""
+    parts: dict[str, dict[str, RankPart]] = {}
+    if request.rank == "memory":
+        pool = rank_pool(kept, request.limit)
+        names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in pool]),
+                                             read_memories(graph, pool))
+        kept, parts = rank_by_memory(pool, fields, request, settings)
+    else:
+        kept = kept[:request.limit]
+        names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
+                                             memory_fields(graph, [c.memory_id for c in kept]))
+    return [shape_hit(c, fields[c.memory_id], names.get(c.row[1], []), parts.get(c.row[1], {}))
+            for c in kept if c.memory_id in fields]
 
 
 async def why_empty(graph: AsyncGraph, named: Named | None) -> str:
@@ -288,16 +309,16 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
     return vector
 
 
-def shape_hit(candidate: Candidate, fields: list[Any],
-              entities: list[str] | None = None) -> SearchHit:
+def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | None = None,
+              rank_parts: dict[str, RankPart] | None = None) -> SearchHit:
     memory_id, chunk_id, text, _, start, end = candidate.row
-    tags, source, metadata, created = fields
+    tags, source, metadata, created = fields[:4]
     return SearchHit(
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
         created_at=iso_time(created), why=candidate.why, also_matched=candidate.also_matched,
-        entities=entities or [],
+        entities=entities or [], rank_parts=rank_parts or {},
     )
 
 

@@ -139,7 +139,8 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
     "search_memory": {"query": QUERY, "limit": LIMIT, "filters": (GOOD_FILTERS, BAD_FILTERS),
                       "namespace": NAMESPACE, "mode": (st.sampled_from(
                           ["hybrid", "vector", "keyword", "graph"]), strings()),
-                      "min_score": SCORE},
+                      "min_score": SCORE, "rank": (st.sampled_from(["relevance", "memory"]),
+                                                   st.one_of(strings(), WRONG_TYPES))},
     "get_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
     "delete_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
     "get_stats": {"namespace": NAMESPACE},

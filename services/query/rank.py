@@ -1,0 +1,172 @@
+"""Ranking beyond relevance, and the record of use it needs.
+
+``AccessLog``: after a search that returned something, one entry on the access stream
+(shared/access.py) names the memories returned and the time. It is written by a task of its
+own: the answer never waits for it and never fails because of it (a failure is counted and
+logged at most once a minute). Workers fold the stream into each memory's ``access_count``
+and ``accessed_at`` (workers/access.py): the query service never writes FalkorDB.
+
+``rank="memory"``: the best candidates by relevance (more than asked for) are re-scored as
+a weighted sum of four parts, each 0-1:
+
+- relevance: the mode's score; hybrid is already 0-1, vector is a cosine (clamped), keyword
+  and graph scores are divided by the best of the candidates;
+- recency: 0.5 ** (age / half-life), the age counted from when the memory was added (a
+  newer statement of a changed fact is the newer memory; when a memory was last returned
+  would favour an old fact returned often);
+- frequency: how often search has returned it, count / (count + 5), saturating;
+- importance: its metadata ``importance``, 0.5 when it has none.
+
+The weights (settings, shares that are normalised to sum 1) and each part's points are in
+every hit's ``rank_parts``; the points sum to the score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from falkordb.asyncio.graph import AsyncGraph
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+
+from services.query.fusion import Candidate
+from shared import access, cypher, metrics
+from shared.graphstore import run
+from shared.messages import RankPart, SearchRequest
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING = 100  # access writes in flight (a connection each); past it, dropped and counted
+QUIET_SECONDS = 60.0  # a failing access stream is logged at most once in this time
+POOL = 30  # rank="memory" re-scores the best max(POOL, 3 x limit) candidates
+FREQUENT = 5  # times returned at which frequency is 0.5
+DAY = 86400.0
+
+
+class AccessLog:
+    """Writes access events to the stream, off the search's path; holds the writes in
+    flight so that none is lost to the garbage collector and shutdown can wait for them."""
+
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.redis = redis
+        self.on = settings.access_tracking
+        self.cap = settings.access_stream_max
+        self.pending: set[asyncio.Task] = set()
+        self.failed = 0  # failures since the last one logged
+        self.quiet_until = 0.0
+
+    def record(self, namespace: str, memory_ids: list[str]) -> None:
+        """Note that search returned these memories; returns at once."""
+        if not self.on or not memory_ids:
+            return
+        if len(self.pending) >= MAX_PENDING:
+            metrics.ACCESS_EVENTS.labels("dropped").inc()
+            return
+        task = asyncio.create_task(self.write(namespace, memory_ids, time.time()))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def write(self, namespace: str, memory_ids: list[str], at: float) -> None:
+        try:
+            await self.redis.xadd(access.STREAM, access.encode_event(namespace, memory_ids, at),
+                                  maxlen=self.cap, approximate=True)
+        except (redis_errors.RedisError, OSError) as exc:
+            metrics.ACCESS_EVENTS.labels("failed").inc()
+            self.complain(exc)
+        else:
+            metrics.ACCESS_EVENTS.labels("recorded").inc()
+
+    def complain(self, exc: BaseException) -> None:
+        self.failed += 1
+        now = time.monotonic()
+        if now < self.quiet_until:
+            return
+        log.warning("access tracking: %d search(es) not recorded (%s: %s); searches answer "
+                    "as usual", self.failed, type(exc).__name__, str(exc)[:200])
+        self.failed = 0
+        self.quiet_until = now + QUIET_SECONDS
+
+    async def aclose(self, grace: float = 2.0) -> None:
+        """Let the writes in flight finish (at most ``grace`` seconds), cancel the rest."""
+        if not self.pending:
+            return
+        _, late = await asyncio.wait(set(self.pending), timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+def rank_weights(settings: Settings) -> dict[str, float]:
+    """The four weights as shares of their sum (relevance alone if all are 0)."""
+    raw = {"relevance": settings.rank_weight_relevance, "recency": settings.rank_weight_recency,
+           "frequency": settings.rank_weight_frequency,
+           "importance": settings.rank_weight_importance}
+    total = sum(raw.values())
+    if total <= 0:
+        return {name: float(name == "relevance") for name in raw}
+    return {name: weight / total for name, weight in raw.items()}
+
+
+def relevances(mode: str, candidates: list[Candidate]) -> list[float]:
+    """Each candidate's relevance on 0-1: hybrid's score is, vector's cosine is clamped;
+    keyword (BM25) and graph scores are divided by the best of the candidates."""
+    if mode in ("hybrid", "vector"):
+        return [min(1.0, max(0.0, c.score)) for c in candidates]
+    best = max((c.score for c in candidates), default=0.0)
+    return [max(0.0, c.score) / best if best > 0 else 0.0 for c in candidates]
+
+
+def memory_parts(relevance: float, score: float, memory: list[Any], now: float,
+                 half_life: float, weights: dict[str, float]) -> dict[str, RankPart]:
+    """The four parts of one candidate. ``memory``: RANK_FIELDS' columns after the id."""
+    created, importance, count = memory[3], memory[4], int(memory[5] or 0)
+    age = max(0.0, now - float(created or now))
+    values = {"relevance": (relevance, score), "recency": (0.5 ** (age / half_life), age / DAY),
+              "frequency": (count / (count + FREQUENT), count),
+              "importance": (0.5 if importance is None else min(1.0, max(0.0, importance)),
+                             importance)}
+    return {name: RankPart(value=round(value, 6), weight=round(weights[name], 6),
+                           points=round(weights[name] * value, 6),
+                           basis=None if basis is None else round(float(basis), 6))
+            for name, (value, basis) in values.items()}
+
+
+def rank_pool(candidates: list[Candidate], limit: int) -> list[Candidate]:
+    """The candidates rank="memory" re-scores: the best by relevance, more than asked for."""
+    return candidates[:max(POOL, 3 * limit)]
+
+
+async def read_memories(graph: AsyncGraph, pool: list[Candidate]) -> dict[str, list[Any]]:
+    """The pool's memories: tags, source, metadata and created_at (what shaping needs), then
+    importance, access_count and accessed_at, in one read."""
+    if not pool:
+        return {}
+    rows = await run(graph, cypher.RANK_FIELDS, {"ids": sorted({c.memory_id for c in pool})},
+                     read_only=True)
+    return {row[0]: row[1:] for row in rows}
+
+
+def rank_by_memory(pool: list[Candidate], memories: dict[str, list[Any]],
+                   request: SearchRequest, settings: Settings, now: float | None = None
+                   ) -> tuple[list[Candidate], dict[str, dict[str, RankPart]]]:
+    """The best ``request.limit`` of the pool re-scored (ties: the more relevant first),
+    with each one's parts by chunk id. A candidate whose memory is gone is left out."""
+    weights = rank_weights(settings)
+    half_life = settings.rank_half_life_days * DAY
+    now = time.time() if now is None else now
+    scored = []
+    for candidate, relevance in zip(pool, relevances(request.mode, pool), strict=True):
+        if candidate.memory_id not in memories:
+            continue
+        parts = memory_parts(relevance, candidate.score, memories[candidate.memory_id], now,
+                             half_life, weights)
+        score = round(sum(part.points for part in parts.values()), 6)
+        scored.append((replace(candidate, score=score), parts, relevance))
+    scored.sort(key=lambda item: (-item[0].score, -item[2], item[0].row[1]))
+    kept = scored[:request.limit]
+    return [c for c, _, _ in kept], {c.row[1]: parts for c, parts, _ in kept}

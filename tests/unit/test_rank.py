@@ -1,0 +1,123 @@
+"""The pieces of access tracking and rank="memory" that need no server: the stream entry's
+format and order, the fold's schedule, the parts of a memory score and the rank argument."""
+
+import pytest
+
+from services.query.fusion import Candidate
+from services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
+from shared import access
+from shared.errors import InvalidInput
+from shared.messages import SearchRequest
+from shared.settings import Settings
+from shared.validation import decode_search
+from workers.access import fold_schedule
+
+IDS = ["mem_" + "0123456789abcdef" * 2, "mem_" + "f" * 32]
+
+
+def entry(fields: dict) -> dict[bytes, bytes]:
+    """Fields as Redis hands them back: bytes."""
+    return {k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in fields.items()}
+
+
+def test_an_event_reads_back_as_written_with_ids_packed():
+    fields = access.encode_event("notes", [*IDS, IDS[0], "not-an-id"], 1700000000.25)
+    assert len(fields["ids"]) == 2 * access.ID_BYTES  # one per distinct valid id
+    event = access.decode_event(b"1700000000250-3", entry(fields))
+    assert event == access.Event("001700000000250-0000000003", "notes", IDS, 1700000000.25)
+
+
+@pytest.mark.parametrize("fields", [{"ns": "notes", "at": "1.0"},
+                                    {"ns": "notes", "at": "soon", "ids": b""},
+                                    {"ns": "Not A Namespace", "at": "1.0", "ids": b""},
+                                    {"ns": "notes", "at": "1.0", "ids": b"\x01" * 17}])
+def test_an_entry_that_is_not_an_event_reads_as_none(fields):
+    assert access.decode_event(b"1-0", entry(fields)) is None
+
+
+def test_keys_sort_as_the_stream_does_and_the_trim_starts_after_the_last():
+    ids = [b"9-0", b"9-10", b"10-0", b"10-2", b"1700000000000-0"]
+    assert sorted(ids, key=access.sort_key) == ids
+    assert sorted(map(access.sort_key, reversed(ids))) == [access.sort_key(i) for i in ids]
+    assert access.after(b"10-2") == "10-3"
+
+
+def test_the_fold_runs_on_a_schedule_arq_understands():
+    assert fold_schedule(30) == {"second": {0, 30}}
+    assert fold_schedule(1) == {"second": set(range(60))}
+    assert fold_schedule(300) == {"minute": set(range(0, 60, 5)), "second": 37}
+    assert fold_schedule(3600) == {"minute": {0}, "second": 37}
+
+
+def test_weights_are_shares_and_all_zero_means_relevance_alone():
+    assert rank_weights(Settings()) == pytest.approx(
+        {"relevance": 0.4, "recency": 0.3, "frequency": 0.2, "importance": 0.1})
+    doubled = Settings(rank_weight_relevance=2, rank_weight_recency=2, rank_weight_frequency=0,
+                       rank_weight_importance=0)
+    assert rank_weights(doubled) == {"relevance": 0.5, "recency": 0.5, "frequency": 0.0,
+                                     "importance": 0.0}
+    none = Settings(rank_weight_relevance=0, rank_weight_recency=0, rank_weight_frequency=0,
+                    rank_weight_importance=0)
+    assert rank_weights(none) == {"relevance": 1.0, "recency": 0.0, "frequency": 0.0,
+                                  "importance": 0.0}
+
+
+def candidates(*scores: float) -> list[Candidate]:
+    return [Candidate(row=["m", f"c{i}", "", 0, 0, 1], score=s) for i, s in enumerate(scores)]
+
+
+def test_relevance_is_put_on_zero_to_one_for_every_mode():
+    assert relevances("hybrid", candidates(0.9, 0.3)) == [0.9, 0.3]
+    assert relevances("vector", candidates(1.2, -0.1)) == [1.0, 0.0]
+    assert relevances("keyword", candidates(12.0, 3.0)) == [1.0, 0.25]
+    assert relevances("graph", candidates(0.0)) == [0.0]
+
+
+def test_the_parts_add_up_and_follow_their_definitions():
+    day = 86400.0
+    weights = rank_weights(Settings())
+    # columns after the id: tags, source, metadata, created_at, importance, count, accessed
+    old = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, 5, None], 1000.0 + 30 * day,
+                       30 * day, weights)
+    assert old["recency"].value == pytest.approx(0.5) and old["recency"].basis == 30
+    assert old["frequency"].value == pytest.approx(0.5) and old["frequency"].basis == 5
+    assert old["importance"].value == 0.5 and old["importance"].basis is None
+    assert sum(p.points for p in old.values()) == pytest.approx(
+        0.4 * 0.8 + 0.3 * 0.5 + 0.2 * 0.5 + 0.1 * 0.5)
+    fresh = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, 0.9, None, None], 1000.0,
+                         30 * day, weights)
+    assert (fresh["recency"].value, fresh["frequency"].value, fresh["importance"].value) == \
+        (1.0, 0.0, 0.9)
+
+
+@pytest.mark.parametrize("rank", ["popular", "", "Memory", 3, ["memory"]])
+def test_rank_must_be_relevance_or_memory(rank):
+    with pytest.raises(InvalidInput) as refused:
+        decode_search("q", 10, None, None, None, None, rank)
+    assert str(refused.value.message).startswith(
+        "rank: expected relevance (the default: the best match first) or memory")
+
+
+def test_rank_defaults_to_relevance():
+    assert decode_search("q", 10, None, None).rank == "relevance"
+    assert decode_search("q", 10, None, None, None, None, "memory").rank == "memory"
+
+
+def test_rank_by_memory_reorders_the_pool_and_leaves_out_memories_that_are_gone():
+    day, now = 86400.0, 10_000_000.0
+    pool = [Candidate(row=[f"m{i}", f"c{i}", "", 0, 0, 1], score=s)
+            for i, s in enumerate((0.9, 0.85, 0.8, 0.7))]
+    fields = [[], "", "{}"]
+    memories = {"m0": [*fields, now - 90 * day, None, 0, None],  # best match, three months old
+                "m1": [*fields, now, None, 0, None],
+                "m2": [*fields, now, 1.0, 20, now]}  # m3: deleted since the search began
+    kept, parts = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3),
+                                 Settings(), now)
+    assert [c.memory_id for c in kept] == ["m2", "m1", "m0"]
+    assert [c.score for c in kept] == sorted((c.score for c in kept), reverse=True)
+    for candidate in kept:
+        assert sum(p.points for p in parts[candidate.row[1]].values()) == pytest.approx(
+            candidate.score, abs=1e-6)
+    assert parts["c0"]["relevance"].basis == 0.9 and parts["c0"]["recency"].basis == 90
+    two, _ = rank_by_memory(pool, memories, SearchRequest(query="q", limit=2), Settings(), now)
+    assert two == kept[:2]
