@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from services.mcp import front as ops
 from services.mcp.arguments import ArgumentErrors
 from services.mcp.front import Front
+from services.mcp.tools_context import add_context_tools
 from shared import metrics
 from shared.entities import ENTITY_TYPES
 from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
@@ -163,6 +164,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
                   middleware=[ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
+    add_context_tools(mcp, live)
     add_routes(mcp, verifier, live)
     return mcp
 

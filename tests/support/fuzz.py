@@ -121,6 +121,10 @@ SCORE = (st.floats(0, 1), st.one_of(st.floats(), WRONG_TYPES))
 MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
+THREAD = (st.one_of(st.sampled_from(["chat", "a thread", "t" * 512]), GOOD_TEXT),
+          st.one_of(strings(40), st.just("t" * 513), WRONG_TYPES))
+CURSOR = (st.sampled_from(["WzE1LCJtZW1fMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAiXQ"]),
+          st.one_of(strings(60), st.just("A" * 201), WRONG_TYPES))
 
 # each tool's arguments: (well-formed values, hostile or malformed values)
 TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]]] = {
@@ -149,11 +153,19 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                         "limit": LIMIT, "namespace": NAMESPACE},
     "get_entity": {"name_or_id": QUERY, "depth": (st.integers(1, 2), LIMIT[1]),
                    "namespace": NAMESPACE},
+    "get_history": {"thread": THREAD, "namespace": NAMESPACE, "limit": LIMIT,
+                    "before": CURSOR},
+    "build_context": {"query": QUERY, "thread": THREAD, "namespace": NAMESPACE,
+                      "token_budget": (st.integers(100, 100_000), st.one_of(
+                          st.integers(-5, 99), st.integers(100_001, 10**12), WRONG_TYPES)),
+                      "history_turns": (st.integers(0, 100), LIMIT[1]),
+                      "memories": (st.integers(0, 50), LIMIT[1])},
 }
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
             "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
-            "search_entities": {"query"}, "get_entity": {"name_or_id"}}
+            "search_entities": {"query"}, "get_entity": {"name_or_id"},
+            "get_history": {"thread"}, "build_context": {"query"}}
 
 
 @st.composite
