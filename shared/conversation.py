@@ -40,12 +40,6 @@ class TokenCounter:
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def count_each(self, texts: list[str]) -> list[int]:
-        if not texts:
-            return []
-        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encoded]
-
 
 def encode_cursor(created_us: int, memory_id: str) -> str:
     """get_history's ``next_before``: where the page ended (the oldest turn it holds: its

@@ -82,17 +82,27 @@ def shape_turn(row: list[Any], chars: int) -> Turn:
 async def build_context(store: GraphStore, embedder: Embedder, redis, settings: Settings,
                         counter: TokenCounter, request: ContextRequest) -> Context:
     current = f"{CURRENT}\n{request.query}"
-    room = request.token_budget - counter.count(current)
-    if room < 0:
+    needed = counter.count(current)
+    if needed > request.token_budget:
         raise InvalidInput(
             f"token_budget: {request.token_budget:,} tokens cannot hold the current message "
-            f"({request.token_budget - room:,} tokens with its heading, {counter.name} "
-            "tokenizer); raise token_budget or shorten the query")
+            f"({needed:,} tokens with its heading, {counter.name} tokenizer); raise "
+            "token_budget or shorten the query")
     turns, hits = await asyncio.gather(recent_turns(store, request),
                                        matches(store, embedder, redis, settings, request))
+    memories = others(hits, turns, request.memories)
+    if len(memories) < request.memories and len(hits) == search_limit(request) \
+            < search_limit(request, widest=True):
+        # more turns of the history matched than the first ask allowed for: ask for all
+        hits = await matches(store, embedder, redis, settings, request, widest=True)
+        memories = others(hits, turns, request.memories)
+    return fit(request, turns, memories, counter, current, needed)
+
+
+def others(hits: list[SearchHit], turns: list[Turn], count: int) -> list[ContextMemory]:
+    """The best ``count`` matches that are not turns of the history."""
     held = {turn.memory_id for turn in turns}
-    memories = [context_memory(hit) for hit in hits if hit.memory_id not in held]
-    return fit(request, turns, memories[:request.memories], counter, current)
+    return [context_memory(hit) for hit in hits if hit.memory_id not in held][:count]
 
 
 async def recent_turns(store: GraphStore, request: ContextRequest) -> list[Turn]:
@@ -103,15 +113,20 @@ async def recent_turns(store: GraphStore, request: ContextRequest) -> list[Turn]
     return turns
 
 
+def search_limit(request: ContextRequest, widest: bool = False) -> int:
+    """How many passages to ask search for: ``memories`` and as many again for turns of the
+    history that may be among them (the search then costs what a plain one does: its depth
+    is max(3 x limit, 50)); ``widest``: enough for every turn of the history."""
+    spare = request.history_turns if request.thread is not None else 0
+    return min(100, request.memories + (spare if widest else min(spare, request.memories)))
+
+
 async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settings,
-                  request: ContextRequest) -> list[SearchHit]:
-    """The query's best passages: enough that ``memories`` remain once the turns of the
-    history (at most ``history_turns`` of them) are left out."""
+                  request: ContextRequest, widest: bool = False) -> list[SearchHit]:
     if not request.memories:
         return []
-    spare = request.history_turns if request.thread is not None else 0
     search = SearchRequest(query=request.query, namespace=request.namespace,
-                           limit=min(100, request.memories + spare))
+                           limit=search_limit(request, widest))
     return (await search_memory(store, embedder, redis, settings, search)).results
 
 
@@ -134,40 +149,41 @@ def memory_line(memory: ContextMemory) -> str:
 
 
 def fit(request: ContextRequest, turns: list[Turn], memories: list[ContextMemory],
-        counter: TokenCounter, current: str) -> Context:
-    """What fits the budget, and the prompt made of it."""
-    lines = [memory_line(m) for m in memories]
-    said = [one_line(t.text) for t in turns]
-    counts = counter.count_each([current, MEMORIES, CONVERSATION, *lines, *said])
-    room = request.token_budget - counts[0]
-    kept, spent = take(counts[3:3 + len(lines)], counts[1], room)
-    # turns go before memories: while a memory is left out, so is every turn
-    heard = take(counts[3 + len(lines):][::-1], counts[2], room - spent)[0] \
-        if kept == len(lines) else 0
-    start = len(said) - heard
-    prompt = assemble(lines[:kept], said[start:], current)
-    total = counter.count(prompt)
-    while total > request.token_budget:  # the counts add up; this only guards that they do
-        start, kept = (start + 1, kept) if start < len(said) else (start, kept - 1)
-        prompt = assemble(lines[:kept], said[start:], current)
-        total = counter.count(prompt)
+        counter: TokenCounter, current: str, spent: int) -> Context:
+    """What fits the budget, and the prompt made of it. Lines are counted one at a time, in
+    the order they are kept, until one does not fit: counting costs about the budget, not
+    everything read. Whitespace is no token, so the prompt's count is the sum of its parts."""
+    room = request.token_budget - spent
+    lines, used = fill([memory_line(m) for m in memories], MEMORIES, room, counter)
+    said: list[str] = []
+    if len(lines) == len(memories):  # turns go before memories: none while one is left out
+        said, heard = fill([one_line(t.text) for t in reversed(turns)], CONVERSATION,
+                           room - used, counter)
+        said.reverse()
+        used += heard
+    start = len(turns) - len(said)
     return Context(
         namespace=request.namespace, thread=request.thread, history=turns[start:],
-        memories=memories[:kept], latest_message=request.query, prompt=prompt,
-        metadata=ContextInfo(history_count=len(said) - start, memory_count=kept,
-                             total_tokens=total, truncated=start > 0 or kept < len(lines),
+        memories=memories[:len(lines)], latest_message=request.query,
+        prompt=assemble(lines, said, current),
+        metadata=ContextInfo(history_count=len(said), memory_count=len(lines),
+                             total_tokens=spent + used,
+                             truncated=start > 0 or len(lines) < len(memories),
                              tokenizer=counter.name, token_budget=request.token_budget))
 
 
-def take(costs: list[int], heading: int, room: int) -> tuple[int, int]:
-    """How many of ``costs`` (in order) fit in ``room`` under their heading, and the tokens
-    they spend with it."""
-    spent = heading
-    for count, cost in enumerate(costs):
+def fill(lines: list[str], heading: str, room: int, counter: TokenCounter
+         ) -> tuple[list[str], int]:
+    """The first ``lines`` that fit in ``room`` under their heading, and the tokens they take
+    with it (0 when none does)."""
+    spent, kept = counter.count(heading) if lines else 0, []
+    for line in lines:
+        cost = counter.count(line)
         if spent + cost > room:
-            return count, spent if count else 0
+            break
+        kept.append(line)
         spent += cost
-    return len(costs), spent if costs else 0
+    return kept, spent if kept else 0
 
 
 def assemble(memory_lines: list[str], turn_lines: list[str], current: str) -> str:

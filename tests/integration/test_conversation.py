@@ -193,6 +193,12 @@ async def test_turns_in_the_history_are_not_repeated_as_memories(client, chat):
     assert tram in [t["memory_id"] for t in near["history"]]
     assert tram not in [m["memory_id"] for m in near["memories"]]
     assert far["memories"][0]["memory_id"] == tram  # an older turn, found by the search
+    # every turn of the thread matches; still two memories that are not turns
+    crowded = await call(client, "build_context", query="Ana and Ben: the Lisbon trip, "
+                         "the flat, the tram and what to eat", thread="lisbon",
+                         namespace="talk", history_turns=6, memories=2)
+    assert len(crowded["history"]) == 6 and len(crowded["memories"]) == 2
+    assert not {m["memory_id"] for m in crowded["memories"]} & {chat[t] for t in TURNS}
     without_thread = await call(client, "build_context", query=about_tram, namespace="talk")
     assert without_thread["history"] == [] and "## Recent conversation" not in \
         without_thread["prompt"]

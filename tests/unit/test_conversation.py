@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import base64
 
+import msgspec
 import pytest
+from hypothesis import assume, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
+from services.query.context import fit, one_line
 from shared.conversation import (
     TokenCounter,
     decode_context,
@@ -14,7 +19,7 @@ from shared.conversation import (
     encode_cursor,
 )
 from shared.errors import InvalidInput
-from shared.messages import ContextRequest, HistoryRequest
+from shared.messages import ContextMemory, ContextRequest, HistoryRequest, Turn
 
 MEMORY = "mem_" + "ab" * 16
 NOT_A_CURSOR = "before: not a cursor from get_history"
@@ -70,9 +75,70 @@ def test_context_arguments_are_refused_with_the_field_and_the_limit(args, messag
     assert refusal(decode_context, *args).startswith(message)
 
 
+COUNTER = TokenCounter()
+
+
 def test_lines_joined_by_newlines_count_as_the_sum_of_their_counts():
-    counter = TokenCounter()
     lines = ["## Relevant memories", f"- [{MEMORY} | fact | 2026-11-23] Ana: naïve café?",
-             "日本語のテキスト", "x" * 300]
-    assert counter.count("\n".join(lines)) == sum(counter.count_each(lines))
-    assert counter.count_each([]) == []
+             "日本語のテキスト", "x" * 300, "\u0301accent first", "bell\x07 ring", "🦀 crab"]
+    assert COUNTER.count("\n".join(lines)) == sum(COUNTER.count(line) for line in lines)
+    assert COUNTER.count("\n\n".join(lines)) == COUNTER.count(" ".join(lines))
+
+
+@hypothesis_settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.text(st.characters(codec="utf-8"), min_size=1, max_size=60), max_size=6))
+def test_any_text_one_line_each_adds_up(texts):
+    """What build_context relies on to count a prompt by its parts (services/query/context.py
+    puts each item on one line, whitespace collapsed)."""
+    lines = [one_line(text) for text in texts]
+    assert COUNTER.count("\n".join(lines)) == sum(COUNTER.count(line) for line in lines)
+
+
+WORDS = st.one_of(
+    st.text(st.characters(codec="utf-8"), min_size=1, max_size=120),
+    st.lists(st.sampled_from(["alpha", "Beta,", "δέλτα", "日本", "🦀", "x" * 30, "naïve"]),
+             min_size=1, max_size=90).map(" ".join))
+
+
+@hypothesis_settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(st.text(st.characters(codec="utf-8"), min_size=1, max_size=200).filter(str.strip),
+       st.lists(WORDS, max_size=6), st.lists(WORDS, max_size=4), st.integers(100, 600))
+def test_a_context_stays_in_its_budget_and_counts_its_own_prompt(query, said, found, budget):
+    request = ContextRequest(query=query.strip(), thread="t", token_budget=budget)
+    current = f"## Current message\n{request.query}"
+    needed = COUNTER.count(current)
+    assume(needed <= budget)
+    turns = [Turn(memory_id=f"mem_{i:032x}", text=text, metadata={}, created_at="2026")
+             for i, text in enumerate(said)]
+    memories = [ContextMemory(memory_id=f"mem_{i:032x}", text=text, score=1.0 - i / 10,
+                              why={}, metadata={}, created_at="2026-11-23T10:00:00+00:00",
+                              memory_type="note") for i, text in enumerate(found, 10)]
+    context = fit(request, turns, memories, COUNTER, current, needed)
+    info = context.metadata
+    whole = fit(msgspec.structs.replace(request, token_budget=100_000), turns, memories,
+                COUNTER, current, needed).metadata.total_tokens
+    exact = fit(msgspec.structs.replace(request, token_budget=max(100, whole)), turns,
+                memories, COUNTER, current, needed).metadata
+    assert not exact.truncated and exact.total_tokens == whole  # an exact fit loses nothing
+    assert info.total_tokens == COUNTER.count(context.prompt) <= budget
+    assert context.history == turns[len(turns) - info.history_count:]  # the newest
+    assert context.memories == memories[:info.memory_count]  # the best
+    assert info.history_count == 0 or info.memory_count == len(memories)
+    assert info.truncated is (info.history_count < len(turns)
+                              or info.memory_count < len(memories))
+    lines = [f"- [{m.memory_id} | note | 2026-11-23] {one_line(m.text)}"
+             for m in context.memories]
+    said = [one_line(t.text) for t in context.history]
+    sections = ([["## Relevant memories", *lines]] if lines else []) + (
+        [["## Recent conversation", *said]] if said else [])
+    assert context.prompt == "\n\n".join([*("\n".join(s) for s in sections), current])
+    # and nothing was left out that would have fitted: the next one to keep goes over
+    if info.memory_count < len(memories):
+        left = memories[info.memory_count]
+        line = f"- [{left.memory_id} | note | 2026-11-23] {one_line(left.text)}"
+        heading = 0 if lines else COUNTER.count("## Relevant memories")
+        assert info.total_tokens + heading + COUNTER.count(line) > budget
+    elif info.history_count < len(turns):
+        left = turns[len(turns) - info.history_count - 1]
+        heading = 0 if said else COUNTER.count("## Recent conversation")
+        assert info.total_tokens + heading + COUNTER.count(one_line(left.text)) > budget
