@@ -468,3 +468,72 @@ class RankPart(Lenient):
     weight: float
     points: float
     basis: float | None = None
+
+# ---- context: get_history and build_context (shared/conversation.py, services/query/context.py)
+
+Thread = Annotated[str, Meta(min_length=1, max_length=512)]  # metadata "thread", exactly
+
+
+class HistoryRequest(Base):
+    thread: Thread
+    namespace: Namespace = DEFAULT_NAMESPACE
+    limit: Annotated[int, Meta(ge=1, le=100)] = 16
+    # the cursor, decoded at the front: the oldest turn already seen (its created_at in whole
+    # microseconds, its memory id); the page holds the turns before it. None: the newest
+    before_us: int | None = None
+    before_id: str = ""
+
+
+class ContextRequest(Base):
+    query: Annotated[str, Meta(min_length=1, max_length=2000)]
+    thread: Thread | None = None  # none: no history, memories only
+    namespace: Namespace = DEFAULT_NAMESPACE
+    token_budget: Annotated[int, Meta(ge=100, le=100_000)] = 2000
+    history_turns: Annotated[int, Meta(ge=0, le=100)] = 16
+    memories: Annotated[int, Meta(ge=0, le=50)] = 8
+
+
+class Turn(Lenient):
+    memory_id: str
+    text: str  # cut after a number of characters (truncated: true); get_memory has it all
+    metadata: dict[str, Any]
+    created_at: str
+    memory_type: str | None = None
+    importance: float | None = None
+    truncated: bool = False
+
+
+class History(Lenient):
+    namespace: str
+    thread: str
+    turns: list[Turn]  # oldest first, newest last
+    next_before: str | None = None  # pass as before for the turns before these; none: no more
+
+
+class ContextMemory(Lenient):
+    memory_id: str
+    text: str  # the passage that matched (a chunk), as search returns it
+    score: float
+    why: dict[str, SignalMatch]
+    metadata: dict[str, Any]
+    created_at: str
+    memory_type: str  # metadata memory_type, or "note"
+
+
+class ContextInfo(Lenient):
+    history_count: int
+    memory_count: int
+    total_tokens: int  # of prompt, as returned, counted with the tokenizer named here
+    truncated: bool  # turns or memories were left out to stay within token_budget
+    tokenizer: str
+    token_budget: int
+
+
+class Context(Lenient):
+    namespace: str
+    thread: str | None
+    history: list[Turn]  # oldest first
+    memories: list[ContextMemory]  # best first
+    latest_message: str
+    metadata: ContextInfo
+    prompt: str

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from services.mcp import front as ops
 from services.mcp.arguments import ArgumentErrors
 from services.mcp.front import Front
+from services.mcp.tools_context import add_context_tools
 from services.mcp.tools_lifecycle import add_lifecycle_tools
 from shared import metrics
 from shared.entities import ENTITY_TYPES
@@ -167,6 +168,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     from services.mcp.tools_update import add_update_tools  # it imports this module
     add_update_tools(mcp, live)
     add_lifecycle_tools(mcp, live)
+    add_context_tools(mcp, live)
     add_routes(mcp, verifier, live)
     return mcp
 

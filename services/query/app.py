@@ -6,6 +6,8 @@
     POST /v1/entities EntitySearch  -> EntityList
     POST /v1/entity   EntityRef     -> EntityDetail (404 when unknown)
     POST /v1/list     ListRequest   -> MemoryPage
+    POST /v1/history  HistoryRequest -> History
+    POST /v1/context  ContextRequest -> Context
     GET  /healthz     the process is up
     GET  /readyz      FalkorDB and Redis answer
     GET  /metrics     Prometheus, including the queue and task gauges of the whole system
@@ -29,19 +31,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.query.context import build_context, read_history
 from services.query.entities import get_entity, search_entities
 from services.query.listing import list_memories
 from services.query.rank import AccessLog
 from services.query.records import read_memory, read_stats
 from services.query.search import search_memory
 from shared import capacity, heartbeat, metrics, tasks
+from shared.conversation import TokenCounter
 from shared.embed import Embedder, make_embedder
 from shared.errors import ZapomniError
 from shared.graphstore import GraphStore
 from shared.messages import (
+    ContextRequest,
     EntityRef,
     EntitySearch,
     ErrorBody,
+    HistoryRequest,
     ListRequest,
     MemoryRef,
     SearchRequest,
@@ -74,6 +80,7 @@ class QueryState:
             socket_connect_timeout=min(3.0, settings.request_timeout))
         self.embedder: Embedder = make_embedder(settings)
         self.access = AccessLog(self.redis, settings)  # which memories search returned
+        self.tokens = TokenCounter()  # build_context's budget
 
     async def aclose(self) -> None:
         await self.access.aclose()
@@ -170,6 +177,11 @@ def build_app(settings) -> Starlette:
               methods=["POST"]),
         Route("/v1/list", endpoint(ListRequest, lambda s, b: list_memories(s.store, b)),
               methods=["POST"]),
+        Route("/v1/history", endpoint(HistoryRequest, lambda s, b: read_history(s.store, b)),
+              methods=["POST"]),
+        Route("/v1/context", endpoint(ContextRequest, lambda s, b: build_context(
+            s.store, s.embedder, s.redis, s.settings, s.tokens, b, access=s.access)),
+            methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_route),

@@ -17,7 +17,8 @@ from tests.support.workers import run_workers
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
-         "get_entity", "update_memory", "list_memories"}
+         "get_entity", "update_memory", "list_memories",
+         "get_history", "build_context"}
 
 
 async def nothing_queued(aredis, settings: Settings) -> bool:

@@ -125,6 +125,10 @@ QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
 CURSOR = (st.builds(write_cursor, st.sampled_from(["newest", "oldest"]),
                     st.integers(0, 2**53 - 1), ids("mem_").filter(lambda v: isinstance(v, str))),
           st.one_of(strings(), st.just("x" * 201), WRONG_TYPES))
+THREAD = (st.one_of(st.sampled_from(["chat", "a thread", "t" * 512]), GOOD_TEXT),
+          st.one_of(strings(40), st.just("t" * 513), WRONG_TYPES))
+HISTORY_CURSOR = (st.sampled_from(["WzE1LCJtZW1fMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAiXQ"]),
+          st.one_of(strings(60), st.just("A" * 201), WRONG_TYPES))
 
 # each tool's arguments: (well-formed values, hostile or malformed values)
 TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]]] = {
@@ -160,12 +164,20 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
     "list_memories": {"namespace": NAMESPACE, "filters": (GOOD_FILTERS, BAD_FILTERS),
                       "limit": (st.integers(1, 200), LIMIT[1]), "cursor": CURSOR,
                       "order": (st.sampled_from(["newest", "oldest"]), strings())},
+    "get_history": {"thread": THREAD, "namespace": NAMESPACE, "limit": LIMIT,
+                    "before": HISTORY_CURSOR},
+    "build_context": {"query": QUERY, "thread": THREAD, "namespace": NAMESPACE,
+                      "token_budget": (st.integers(100, 100_000), st.one_of(
+                          st.integers(-5, 99), st.integers(100_001, 10**12), WRONG_TYPES)),
+                      "history_turns": (st.integers(0, 100), LIMIT[1]),
+                      "memories": (st.integers(0, 50), LIMIT[1])},
 }
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
             "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
             "search_entities": {"query"}, "get_entity": {"name_or_id"},
-            "update_memory": {"memory_id"}}
+            "update_memory": {"memory_id"},
+            "get_history": {"thread"}, "build_context": {"query"}}
 
 
 @st.composite

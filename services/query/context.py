@@ -1,0 +1,205 @@
+"""A thread's turns (get_history) and the context for the next answer (build_context).
+Read-only.
+
+build_context reads the thread's last turns and searches for the query at once, leaves out of
+the matches the turns the history already holds, and fits the rest into ``token_budget``
+(tokens of shared/conversation.py's tokenizer): the current message always, then the
+memories best first, then the turns newest first. So over the budget the oldest turns go
+first, then the lowest-ranked memories, and nothing is cut in the middle. ``prompt`` is the
+three sections as text (memories, then the conversation leading into the current message);
+``total_tokens`` is the count of that text as returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+
+from services.query.rank import AccessLog
+from services.query.search import iso_time, search_memory
+from shared import cypher
+from shared.conversation import TokenCounter, encode_cursor
+from shared.embed import Embedder
+from shared.errors import InvalidInput
+from shared.graphstore import GraphStore, namespace_exists, run
+from shared.messages import (
+    Context,
+    ContextInfo,
+    ContextMemory,
+    ContextRequest,
+    History,
+    HistoryRequest,
+    SearchHit,
+    SearchRequest,
+    Turn,
+)
+from shared.settings import Settings
+
+_decode_json = msgspec.json.Decoder().decode
+# how the memories of a context are ranked (search's rank: "relevance" or "memory")
+RANK = "relevance"
+HISTORY_CHARS = 10_000  # a turn's text in get_history; longer ones are cut (get_memory: all)
+CONTEXT_TURN_CHARS = 2_000  # and in a context: a turn, not a document
+MEMORIES = "## Relevant memories"
+CONVERSATION = "## Recent conversation"
+CURRENT = "## Current message"
+
+
+async def read_history(store: GraphStore, request: HistoryRequest) -> History:
+    turns, oldest = await thread_turns(store, request.namespace, request.thread, request.limit,
+                                       (request.before_us, request.before_id), HISTORY_CHARS)
+    return History(namespace=request.namespace, thread=request.thread, turns=turns,
+                   next_before=encode_cursor(*oldest) if oldest else None)
+
+
+async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: int,
+                       before: tuple[int | None, str], chars: int
+                       ) -> tuple[list[Turn], tuple[int, str] | None]:
+    """The newest ``limit`` turns before ``before``, oldest first, and where they begin if
+    older turns exist (the cursor of the next page), else None. One more row than asked
+    says whether there are older ones; the store sorts and cuts, so only a page is read."""
+    if not await namespace_exists(store, namespace):
+        return [], None
+    rows = await run(store.graph(namespace), cypher.THREAD_TURNS, {
+        "thread": thread, "limit": limit + 1, "chars": chars, "before_us": before[0],
+        "before_id": before[1], **cypher.visible_params()}, read_only=True)
+    page = rows[:limit][::-1]
+    oldest = (int(page[0][7]), page[0][0]) if len(rows) > limit else None
+    return [shape_turn(row, chars) for row in page], oldest
+
+
+def shape_turn(row: list[Any], chars: int) -> Turn:
+    memory_id, text, size, metadata, created, memory_type, importance, _ = row
+    cut = int(size or 0) > chars
+    return Turn(memory_id=memory_id, text=f"{text.rstrip()} …" if cut else text,
+                metadata=_decode_json(metadata or "{}"), created_at=iso_time(created),
+                memory_type=memory_type or None,
+                importance=None if importance is None else float(importance), truncated=cut)
+
+
+async def build_context(store: GraphStore, embedder: Embedder, redis, settings: Settings,
+                        counter: TokenCounter, request: ContextRequest, *,
+                        access: AccessLog | None = None) -> Context:
+    """``access``: where to note the memories the context holds (services/query/rank.py)."""
+    context = await gather_context(store, embedder, redis, settings, counter, request)
+    if access is not None and context.memories:
+        access.record(request.namespace, [m.memory_id for m in context.memories])
+    return context
+
+
+async def gather_context(store: GraphStore, embedder: Embedder, redis, settings: Settings,
+                         counter: TokenCounter, request: ContextRequest) -> Context:
+    current = f"{CURRENT}\n{request.query}"
+    needed = counter.count(current)
+    if needed > request.token_budget:
+        raise InvalidInput(
+            f"token_budget: {request.token_budget:,} tokens cannot hold the current message "
+            f"({needed:,} tokens with its heading, {counter.name} tokenizer); raise "
+            "token_budget or shorten the query")
+    turns, hits = await asyncio.gather(recent_turns(store, request),
+                                       matches(store, embedder, redis, settings, request))
+    memories = others(hits, turns, request.memories)
+    if len(memories) < request.memories and len(hits) == search_limit(request) \
+            < search_limit(request, widest=True):
+        # more turns of the history matched than the first ask allowed for: ask for all
+        hits = await matches(store, embedder, redis, settings, request, widest=True)
+        memories = others(hits, turns, request.memories)
+    return fit(request, turns, memories, counter, current, needed)
+
+
+def others(hits: list[SearchHit], turns: list[Turn], count: int) -> list[ContextMemory]:
+    """The best ``count`` matches that are not turns of the history."""
+    held = {turn.memory_id for turn in turns}
+    return [context_memory(hit) for hit in hits if hit.memory_id not in held][:count]
+
+
+async def recent_turns(store: GraphStore, request: ContextRequest) -> list[Turn]:
+    if request.thread is None or not request.history_turns:
+        return []
+    turns, _ = await thread_turns(store, request.namespace, request.thread,
+                                  request.history_turns, (None, ""), CONTEXT_TURN_CHARS)
+    return turns
+
+
+def search_limit(request: ContextRequest, widest: bool = False) -> int:
+    """How many passages to ask search for: ``memories`` and as many again for turns of the
+    history that may be among them (the search then costs what a plain one does: its depth
+    is max(3 x limit, 50)); ``widest``: enough for every turn of the history."""
+    spare = request.history_turns if request.thread is not None else 0
+    return min(100, request.memories + (spare if widest else min(spare, request.memories)))
+
+
+async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settings,
+                  request: ContextRequest, widest: bool = False) -> list[SearchHit]:
+    if not request.memories:
+        return []
+    search = SearchRequest(query=request.query, namespace=request.namespace,
+                           limit=search_limit(request, widest), rank=RANK)
+    return (await search_memory(store, embedder, redis, settings, search)).results
+
+
+def context_memory(hit: SearchHit) -> ContextMemory:
+    kind = hit.metadata.get("memory_type")
+    return ContextMemory(memory_id=hit.memory_id, text=hit.text, score=hit.score, why=hit.why,
+                         metadata=hit.metadata, created_at=hit.created_at,
+                         memory_type=kind if isinstance(kind, str) and kind else "note")
+
+
+def one_line(text: str) -> str:
+    """One item per line in the prompt: a passage's own line breaks are spaces there (the
+    token count is the same: whitespace is no token)."""
+    return " ".join(text.split())
+
+
+def memory_line(memory: ContextMemory) -> str:
+    return (f"- [{memory.memory_id} | {memory.memory_type} | {memory.created_at[:10]}] "
+            f"{one_line(memory.text)}")
+
+
+def fit(request: ContextRequest, turns: list[Turn], memories: list[ContextMemory],
+        counter: TokenCounter, current: str, spent: int) -> Context:
+    """What fits the budget, and the prompt made of it. Lines are counted one at a time, in
+    the order they are kept, until one does not fit: counting costs about the budget, not
+    everything read. Whitespace is no token, so the prompt's count is the sum of its parts."""
+    room = request.token_budget - spent
+    lines, used = fill([memory_line(m) for m in memories], MEMORIES, room, counter)
+    said: list[str] = []
+    if len(lines) == len(memories):  # turns go before memories: none while one is left out
+        said, heard = fill([one_line(t.text) for t in reversed(turns)], CONVERSATION,
+                           room - used, counter)
+        said.reverse()
+        used += heard
+    start = len(turns) - len(said)
+    return Context(
+        namespace=request.namespace, thread=request.thread, history=turns[start:],
+        memories=memories[:len(lines)], latest_message=request.query,
+        prompt=assemble(lines, said, current),
+        metadata=ContextInfo(history_count=len(said), memory_count=len(lines),
+                             total_tokens=spent + used,
+                             truncated=start > 0 or len(lines) < len(memories),
+                             tokenizer=counter.name, token_budget=request.token_budget))
+
+
+def fill(lines: list[str], heading: str, room: int, counter: TokenCounter
+         ) -> tuple[list[str], int]:
+    """The first ``lines`` that fit in ``room`` under their heading, and the tokens they take
+    with it (0 when none does)."""
+    spent, kept = counter.count(heading) if lines else 0, []
+    for line in lines:
+        cost = counter.count(line)
+        if spent + cost > room:
+            break
+        kept.append(line)
+        spent += cost
+    return kept, spent if kept else 0
+
+
+def assemble(memory_lines: list[str], turn_lines: list[str], current: str) -> str:
+    sections = []
+    if memory_lines:
+        sections.append("\n".join([MEMORIES, *memory_lines]))
+    if turn_lines:
+        sections.append("\n".join([CONVERSATION, *turn_lines]))
+    return "\n\n".join([*sections, current])
