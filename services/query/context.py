@@ -16,7 +16,6 @@ import asyncio
 from typing import Any
 
 import msgspec
-from redis.asyncio import Redis
 
 from services.query.search import iso_time, search_memory
 from shared import cypher
@@ -80,7 +79,7 @@ def shape_turn(row: list[Any], chars: int) -> Turn:
                 importance=None if importance is None else float(importance), truncated=cut)
 
 
-async def build_context(store: GraphStore, embedder: Embedder, redis: Redis, settings: Settings,
+async def build_context(store: GraphStore, embedder: Embedder, redis, settings: Settings,
                         counter: TokenCounter, request: ContextRequest) -> Context:
     current = f"{CURRENT}\n{request.query}"
     needed = counter.count(current)
@@ -122,7 +121,7 @@ def search_limit(request: ContextRequest, widest: bool = False) -> int:
     return min(100, request.memories + (spare if widest else min(spare, request.memories)))
 
 
-async def matches(store: GraphStore, embedder: Embedder, redis: Redis, settings: Settings,
+async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settings,
                   request: ContextRequest, widest: bool = False) -> list[SearchHit]:
     if not request.memories:
         return []
