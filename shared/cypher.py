@@ -353,7 +353,8 @@ RETURN m.id, m.tags, m.source, m.metadata, m.created_at
 
 GET_MEMORY = """
 MATCH (m:Memory {id: $id})
-RETURN m.id, m.text, m.tags, m.source, m.metadata, m.created_at, m.chunk_count, m.ready
+RETURN m.id, m.text, m.tags, m.source, m.metadata, m.created_at, m.chunk_count, m.ready,
+       m.expires_at
 """
 
 COUNT_MEMORIES = """

@@ -278,7 +278,7 @@ class MemoryRecord(Lenient):
     metadata: dict[str, Any]
     created_at: str
     chunk_count: int
-    status: str  # "ready" or "ingesting"
+    status: str  # "ready", "ingesting" or "expired" (left out of every other read)
     # update_memory: the newer version that replaced this one (absent while it is current)
     superseded_by: str | msgspec.UnsetType = msgspec.UNSET
     # every version, oldest first (absent when the memory has only one)

@@ -62,6 +62,10 @@ def check_current(memory: MemoryRecord) -> None:
     if memory.superseded_by:
         raise InvalidInput(f"memory_id: {memory.memory_id} is an older version, replaced by "
                            f"{memory.superseded_by}; update that one instead")
+    if memory.status == "expired":
+        raise InvalidInput(f"memory_id: {memory.memory_id} has expired (metadata expires_at "
+                           f"{memory.metadata.get('expires_at')}) and is deleted soon; add the "
+                           "text again to keep it")
     if memory.status != "ready":
         raise InvalidInput(f"memory_id: {memory.memory_id} is not searchable (its ingest did "
                            "not finish); add the text again instead")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 from redis.asyncio import Redis
 
@@ -24,15 +26,23 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
     if not rows:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
-    memory_id, text, tags, source, metadata, created, chunk_count, ready = rows[0]
+    memory_id, text, tags, source, metadata, created, chunk_count, ready, expires = rows[0]
     superseded_by, versions = await read_versions(store.graph(ref.namespace), memory_id)
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
         created_at=iso_time(created), chunk_count=int(chunk_count or 0),
-        status="ready" if ready else "ingesting",
+        status=status(ready, expires),
         superseded_by=superseded_by or msgspec.UNSET, versions=versions or msgspec.UNSET,
     )
+
+
+def status(ready: bool, expires_at: float | None) -> str:
+    """ready (searchable), ingesting, or expired: past its expires_at, left out of every read
+    but this one until the sweep deletes it."""
+    if expires_at is not None and float(expires_at) <= time.time():
+        return "expired"
+    return "ready" if ready else "ingesting"
 
 
 async def read_stats(store: GraphStore, redis: Redis, settings: Settings,

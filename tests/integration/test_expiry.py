@@ -79,6 +79,9 @@ async def test_an_expired_memory_is_hidden_then_swept_through_a_delete_task(
     assert time.time() >= expires
     assert set(hits) == {pinned.memory_id, later.memory_id}
     assert set(await listed(front)) == {pinned.memory_id, later.memory_id}
+    gone = await front.query.call("/v1/memory", MemoryRef(memory_id=soon.memory_id),
+                                  MemoryRecord)
+    assert gone.status == "expired"  # get_memory still shows it, and says why it is hidden
 
     assert "queued 1 deletes of expired memories" in await sweep_once(settings)
     task = await delete_task_of(aredis, soon.memory_id)
