@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from shared.messages import MEMORY_ID_PATTERN, NAMESPACE_PATTERN
+from zapomni.shared.messages import MEMORY_ID_PATTERN, NAMESPACE_PATTERN
 
 STREAM = "zapomni:access"
 ID_BYTES = 16

@@ -28,8 +28,8 @@ from arq.constants import job_key_prefix
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from shared.errors import InvalidInput, Overloaded
-from shared.settings import Settings
+from zapomni.shared.errors import InvalidInput, Overloaded
+from zapomni.shared.settings import Settings
 
 BYTES_KEY = "zapomni:queue:bytes"
 TOTAL_KEY = "zapomni:queue:bytes:total"

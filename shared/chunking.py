@@ -6,9 +6,9 @@ from __future__ import annotations
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
-from shared.embed_onnx import MAX_TOKENS, load_tokenizer
-from shared.messages import ChunkSpan
-from shared.settings import Settings
+from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
+from zapomni.shared.messages import ChunkSpan
+from zapomni.shared.settings import Settings
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded
 

@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 from tokenizers import Tokenizer
 
-from shared.embed_onnx import load_tokenizer
-from shared.errors import InvalidInput
-from shared.messages import ContextRequest, HistoryRequest, MemoryId
-from shared.validation import check_namespace, convert, json_kind
+from zapomni.shared.embed_onnx import load_tokenizer
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import ContextRequest, HistoryRequest, MemoryId
+from zapomni.shared.validation import check_namespace, convert, json_kind
 
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
 MAX_CURSOR_CHARS = 200

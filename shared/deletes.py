@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from arq.connections import ArqRedis
 
-from shared import tasks
-from shared.ids import new_task_id
-from shared.messages import DeleteJob, TaskRecord
-from shared.queue import enqueue_delete
-from shared.settings import Settings
+from zapomni.shared import tasks
+from zapomni.shared.ids import new_task_id
+from zapomni.shared.messages import DeleteJob, TaskRecord
+from zapomni.shared.queue import enqueue_delete
+from zapomni.shared.settings import Settings
 
 
 @dataclass(frozen=True)

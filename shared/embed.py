@@ -16,9 +16,9 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from shared import metrics
-from shared.falkordb_internals import VectorLiteral
-from shared.settings import Settings
+from zapomni.shared import metrics
+from zapomni.shared.falkordb_internals import VectorLiteral
+from zapomni.shared.settings import Settings
 
 _encode_json = msgspec.json.Encoder().encode
 
@@ -37,7 +37,7 @@ class Embedder(Protocol):
 
 def make_embedder(settings: Settings) -> Embedder:
     if settings.ollama_url:
-        from shared.embed_ollama import OllamaEmbedder
+        from zapomni.shared.embed_ollama import OllamaEmbedder
 
         return OllamaEmbedder(
             settings.ollama_url,
@@ -47,7 +47,7 @@ def make_embedder(settings: Settings) -> Embedder:
             timeout=settings.ollama_timeout,
             retries=settings.ollama_retries,
         )
-    from shared.embed_onnx import OnnxEmbedder
+    from zapomni.shared.embed_onnx import OnnxEmbedder
 
     return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
 

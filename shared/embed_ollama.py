@@ -12,9 +12,9 @@ import httpx2
 import msgspec
 import numpy as np
 
-from shared import metrics
-from shared.errors import EmbeddingRejected, EmbeddingUnavailable
-from shared.tls import tls_context
+from zapomni.shared import metrics
+from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
+from zapomni.shared.tls import tls_context
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from shared import metrics
+from zapomni.shared import metrics
 
 MODEL_NAME = "onnx:all-MiniLM-L6-v2-int8"
 DIMENSION = 384
@@ -19,7 +19,7 @@ MAX_TOKENS = 256  # the model was trained with 256-token inputs
 
 
 def tokenizer_path() -> str:
-    return str(resources.files("shared") / "models" / "minilm" / "tokenizer.json")
+    return str(resources.files("zapomni.shared") / "models" / "minilm" / "tokenizer.json")
 
 
 def load_tokenizer() -> Tokenizer:

@@ -16,9 +16,9 @@ from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from shared import cypher
-from shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
-from shared.settings import Settings
+from zapomni.shared import cypher
+from zapomni.shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
+from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

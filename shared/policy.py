@@ -37,8 +37,8 @@ from msgspec import Meta
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from shared.messages import NAMESPACE_PATTERN, AddMemory
-from shared.validation import describe
+from zapomni.shared.messages import NAMESPACE_PATTERN, AddMemory
+from zapomni.shared.validation import describe
 
 SETTING = "ZAPOMNI_WRITE_POLICY"
 MAX_PER_THREAD = 10_000

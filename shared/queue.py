@@ -11,10 +11,10 @@ import msgspec
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
-from shared import capacity
-from shared.ids import part_job_id
-from shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob, UpdateJob
-from shared.settings import Settings
+from zapomni.shared import capacity
+from zapomni.shared.ids import part_job_id
+from zapomni.shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob, UpdateJob
+from zapomni.shared.settings import Settings
 
 INGEST = "ingest_memory"
 EMBED_PART = "embed_part"

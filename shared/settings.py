@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from shared.policy import parse_policy
+from zapomni.shared.policy import parse_policy
 
 ENV_PREFIX = "ZAPOMNI_"
 

@@ -36,7 +36,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-from shared.messages import TASK_STATES, TaskRecord
+from zapomni.shared.messages import TASK_STATES, TaskRecord
 
 TASK_KEY = "zapomni:task:"
 ACTIVE = ("queued", "running")

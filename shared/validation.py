@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from shared.errors import InvalidInput
-from shared.messages import (
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import (
     DEFAULT_NAMESPACE,
     MEMORY_ID_PATTERN,
     NAMESPACE_PATTERN,

@@ -8,11 +8,11 @@ import pytest
 import redis
 import redis.asyncio
 
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared.settings import Settings
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer, falkordb_server
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.settings import Settings
 
 
 @pytest.fixture(scope="session")

@@ -1,3 +1,3 @@
-from workers.main import main
+from zapomni.workers.main import main
 
 main()

@@ -17,9 +17,9 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from shared import access, cypher, metrics
-from shared.graphstore import namespace_exists, run
-from workers.resources import Resources, checkpoint, resources
+from zapomni.shared import access, cypher, metrics
+from zapomni.shared.graphstore import namespace_exists, run
+from zapomni.workers.resources import Resources, checkpoint, resources
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import time
 import redis.exceptions
 from arq.worker import Worker
 
-from workers.lease import release
+from zapomni.workers.lease import release
 
 log = logging.getLogger(__name__)
 

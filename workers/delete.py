@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import time
 
-from shared import tasks
-from shared.messages import DeleteJob
-from shared.queue import DELETE
-from workers.outcome import read_job, start_task, task_outcome
-from workers.resources import checkpoint, resources
-from workers.store import delete_memory_graph
+from zapomni.shared import tasks
+from zapomni.shared.messages import DeleteJob
+from zapomni.shared.queue import DELETE
+from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.resources import checkpoint, resources
+from zapomni.workers.store import delete_memory_graph
 
 
 async def delete_memory(ctx: dict, payload: dict) -> str:

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from arq.connections import ArqRedis
 
-from shared import cypher, deletes
-from shared.graphstore import GraphStore, run
-from shared.settings import Settings
+from zapomni.shared import cypher, deletes
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from shared.entities import clean_name, entity_key, entity_type
+from zapomni.shared.entities import clean_name, entity_key, entity_type
 
 # NER needs tok2vec and ner; the sentencizer (rules) finds sentences for co-occurrence
 UNUSED_PIPES = ("tagger", "parser", "lemmatizer", "attribute_ruler", "senter")

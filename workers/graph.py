@@ -25,14 +25,14 @@ from collections.abc import Iterator
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
-from shared import cypher, metrics, tasks
-from shared.graphstore import run
-from shared.ids import graph_task_id
-from shared.messages import GraphJob, GraphPartJob, TaskRecord
-from shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
-from workers.outcome import read_job, start_task, task_outcome
-from workers.resources import Resources, checkpoint, resources
-from workers.store import adopt_pairs, drop_orphans, write_entities
+from zapomni.shared import cypher, metrics, tasks
+from zapomni.shared.graphstore import run
+from zapomni.shared.ids import graph_task_id
+from zapomni.shared.messages import GraphJob, GraphPartJob, TaskRecord
+from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
+from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.store import adopt_pairs, drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ import asyncio
 import logging
 import time
 
-from shared import metrics, tasks
-from shared.errors import EmbeddingRejected, StoreError
-from shared.graphstore import prepare_namespace
-from shared.messages import ChunkSpan, IngestJob, PartJob
-from shared.queue import EMBED_PART, INGEST, enqueue_part
-from workers.graph import follow_ingest
-from workers.outcome import JobRun, read_job, start_task, task_outcome
-from workers.resources import Resources, checkpoint, resources
-from workers.store import (
+from zapomni.shared import metrics, tasks
+from zapomni.shared.errors import EmbeddingRejected, StoreError
+from zapomni.shared.graphstore import prepare_namespace
+from zapomni.shared.messages import ChunkSpan, IngestJob, PartJob
+from zapomni.shared.queue import EMBED_PART, INGEST, enqueue_part
+from zapomni.workers.graph import follow_ingest
+from zapomni.workers.outcome import JobRun, read_job, start_task, task_outcome
+from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.store import (
     link_chunks,
     mark_ready,
     supersede,

@@ -16,7 +16,7 @@ import logging
 
 from arq.constants import in_progress_key_prefix
 
-from workers.resources import Resources, resources
+from zapomni.workers.resources import Resources, resources
 
 log = logging.getLogger(__name__)
 

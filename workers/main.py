@@ -17,9 +17,9 @@ from arq.cron import cron
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
-from shared import capacity, heartbeat
-from shared.logs import configure_logging
-from shared.queue import (
+from zapomni.shared import capacity, heartbeat
+from zapomni.shared.logs import configure_logging
+from zapomni.shared.queue import (
     BUILD_GRAPH,
     DELETE,
     EMBED_PART,
@@ -30,17 +30,17 @@ from shared.queue import (
     deserialize,
     serialize,
 )
-from shared.settings import Settings
-from workers.access import FOLD, fold_access, fold_schedule
-from workers.arq_internals import ZapomniWorker, set_claim_seconds
-from workers.delete import delete_memory
-from workers.extract import ModelMissing, check_model
-from workers.graph import build_graph, graph_part
-from workers.ingest import embed_part, ingest_memory
-from workers.lease import job_started, start_leases
-from workers.resources import close_models, close_resources, open_resources, resources
-from workers.sweep import SWEEP, sweep_memories
-from workers.update import update_memory
+from zapomni.shared.settings import Settings
+from zapomni.workers.access import FOLD, fold_access, fold_schedule
+from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
+from zapomni.workers.delete import delete_memory
+from zapomni.workers.extract import ModelMissing, check_model
+from zapomni.workers.graph import build_graph, graph_part
+from zapomni.workers.ingest import embed_part, ingest_memory
+from zapomni.workers.lease import job_started, start_leases
+from zapomni.workers.resources import close_models, close_resources, open_resources, resources
+from zapomni.workers.sweep import SWEEP, sweep_memories
+from zapomni.workers.update import update_memory
 
 log = logging.getLogger(__name__)
 

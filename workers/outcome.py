@@ -20,12 +20,12 @@ import msgspec
 import redis.exceptions
 from arq.worker import Retry
 
-from shared import metrics, tasks
-from shared.errors import EmbeddingRejected, ZapomniError
-from shared.messages import JOB_VERSION, TASK_ID_PATTERN
-from shared.validation import describe
-from workers.resources import Resources, resources
-from workers.store import undo_memory
+from zapomni.shared import metrics, tasks
+from zapomni.shared.errors import EmbeddingRejected, ZapomniError
+from zapomni.shared.messages import JOB_VERSION, TASK_ID_PATTERN
+from zapomni.shared.validation import describe
+from zapomni.workers.resources import Resources, resources
+from zapomni.workers.store import undo_memory
 
 J = TypeVar("J")
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from shared import capacity, heartbeat
-from shared.chunking import Chunker, chunk_budget
-from shared.embed import CachedEmbedder, Embedder, make_embedder
-from shared.graphstore import GraphStore
-from shared.settings import Settings
-from workers.extract import EntityModel
+from zapomni.shared import capacity, heartbeat
+from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.embed import CachedEmbedder, Embedder, make_embedder
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.settings import Settings
+from zapomni.workers.extract import EntityModel
 
 log = logging.getLogger(__name__)
 

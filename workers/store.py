@@ -11,15 +11,15 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from shared import cypher
-from shared.embed import to_params
-from shared.entities import entity_id
-from shared.graphstore import execute, meta_pair
-from shared.graphstore import run as run_query
-from shared.ids import chunk_id
-from shared.messages import ChunkSpan, IngestJob
-from shared.metrics import FALKORDB_WRITE_SECONDS
-from workers.extract import ChunkEntities
+from zapomni.shared import cypher
+from zapomni.shared.embed import to_params
+from zapomni.shared.entities import entity_id
+from zapomni.shared.graphstore import execute, meta_pair
+from zapomni.shared.graphstore import run as run_query
+from zapomni.shared.ids import chunk_id
+from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.metrics import FALKORDB_WRITE_SECONDS
+from zapomni.workers.extract import ChunkEntities
 
 _decode_json = msgspec.json.Decoder().decode
 LINK_BATCH = 2000

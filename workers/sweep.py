@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import time
 
-from shared import cypher, tasks
-from shared.graphstore import GRAPH_PREFIX, list_graphs, run
-from workers.expiry import sweep_expired
-from workers.resources import Resources, resources
-from workers.store import undo_memory
+from zapomni.shared import cypher, tasks
+from zapomni.shared.graphstore import GRAPH_PREFIX, list_graphs, run
+from zapomni.workers.expiry import sweep_expired
+from zapomni.workers.resources import Resources, resources
+from zapomni.workers.store import undo_memory
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ import time
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from shared import cypher, tasks
-from shared.messages import UpdateJob
-from shared.queue import UPDATE
-from workers import store
-from workers.outcome import read_job, start_task, task_outcome
-from workers.resources import checkpoint, resources
+from zapomni.shared import cypher, tasks
+from zapomni.shared.messages import UpdateJob
+from zapomni.shared.queue import UPDATE
+from zapomni.workers import store
+from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.resources import checkpoint, resources
 
 
 async def update_memory(ctx: dict, payload: dict) -> str:

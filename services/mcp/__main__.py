@@ -1,3 +1,3 @@
-from services.mcp.main import main
+from zapomni.services.mcp.main import main
 
 main()

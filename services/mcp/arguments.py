@@ -17,8 +17,8 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticError
 
-from shared import metrics
-from shared.validation import json_kind, shown
+from zapomni.shared import metrics
+from zapomni.shared.validation import json_kind, shown
 
 # pydantic's error types -> what the argument should have been
 EXPECTED = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",

@@ -7,9 +7,9 @@ from typing import TypeVar
 import httpx2
 import msgspec
 
-from shared.errors import ERROR_KINDS, Unavailable, ZapomniError
-from shared.messages import ErrorBody
-from shared.tls import tls_context
+from zapomni.shared.errors import ERROR_KINDS, Unavailable, ZapomniError
+from zapomni.shared.messages import ErrorBody
+from zapomni.shared.tls import tls_context
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode

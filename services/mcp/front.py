@@ -11,11 +11,11 @@ from typing import TypeVar
 import msgspec
 import redis.exceptions
 
-from services.mcp.forward import QueryClient
-from shared import capacity, deletes, metrics, policy, tasks
-from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
-from shared.ids import memory_id, new_task_id
-from shared.messages import (
+from zapomni.services.mcp.forward import QueryClient
+from zapomni.shared import capacity, deletes, metrics, policy, tasks
+from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
+from zapomni.shared.ids import memory_id, new_task_id
+from zapomni.shared.messages import (
     AddMemory,
     AddReceipt,
     BuildGraph,
@@ -28,14 +28,14 @@ from shared.messages import (
     TaskReceipt,
     TaskRecord,
 )
-from shared.queue import (
+from zapomni.shared.queue import (
     connect_queue,
     enqueue_graph,
     enqueue_ingest,
     payload_size,
 )
-from shared.settings import Settings
-from shared.validation import metadata_digest
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import metadata_digest
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"

@@ -6,10 +6,10 @@ import argparse
 
 import uvicorn
 
-from services.mcp.http import http_app
-from services.mcp.server import build_server
-from shared.logs import configure_logging
-from shared.settings import Settings
+from zapomni.services.mcp.http import http_app
+from zapomni.services.mcp.server import build_server
+from zapomni.shared.logs import configure_logging
+from zapomni.shared.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:

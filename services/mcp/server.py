@@ -23,15 +23,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from services.mcp import front as ops
-from services.mcp.arguments import ArgumentErrors
-from services.mcp.front import Front
-from services.mcp.tools_context import add_context_tools
-from services.mcp.tools_lifecycle import add_lifecycle_tools
-from shared import metrics
-from shared.entities import ENTITY_TYPES
-from shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
-from shared.messages import (
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.arguments import ArgumentErrors
+from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.tools_context import add_context_tools
+from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
+from zapomni.shared import metrics
+from zapomni.shared.entities import ENTITY_TYPES
+from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
+from zapomni.shared.messages import (
     BuildGraph,
     EntityDetail,
     EntityList,
@@ -44,8 +44,8 @@ from shared.messages import (
     StatsRequest,
     TaskRecord,
 )
-from shared.settings import Settings
-from shared.validation import (
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import (
     MAX_BATCH_ITEMS,
     MAX_TEXT_CHARS,
     check_id,
@@ -165,7 +165,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
                   middleware=[ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
-    from services.mcp.tools_update import add_update_tools  # it imports this module
+    from zapomni.services.mcp.tools_update import add_update_tools  # it imports this module
     add_update_tools(mcp, live)
     add_lifecycle_tools(mcp, live)
     add_context_tools(mcp, live)

@@ -8,14 +8,14 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from services.mcp.front import Front
-from shared.conversation import decode_context, decode_history
-from shared.messages import Context, History
+from zapomni.services.mcp.front import Front
+from zapomni.shared.conversation import decode_context, decode_history
+from zapomni.shared.messages import Context, History
 
 
 def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     # here, not at the top: services/mcp/server.py imports this module to register the tools
-    from services.mcp.server import plain, tool_call
+    from zapomni.services.mcp.server import plain, tool_call
 
     @mcp.tool
     async def get_history(thread: str, namespace: str | None = None, limit: int = 16,

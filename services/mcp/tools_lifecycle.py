@@ -8,10 +8,10 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from services.mcp.front import Front
-from shared.errors import InvalidInput
-from shared.messages import LIST_ORDERS, ListRequest, MemoryPage
-from shared.validation import check_namespace, convert, decode_filters
+from zapomni.services.mcp.front import Front
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import LIST_ORDERS, ListRequest, MemoryPage
+from zapomni.shared.validation import check_namespace, convert, decode_filters
 
 
 def decode_listing(namespace: Any, filters: Any, limit: Any, cursor: Any,
@@ -26,7 +26,7 @@ def decode_listing(namespace: Any, filters: Any, limit: Any, cursor: Any,
 
 def add_lifecycle_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     # server.py imports this module to register it: its helpers are read once it is loaded
-    from services.mcp.server import plain, tool_call
+    from zapomni.services.mcp.server import plain, tool_call
 
     @mcp.tool
     async def list_memories(namespace: str | None = None,

@@ -6,10 +6,10 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from services.mcp import update
-from services.mcp.front import Front
-from services.mcp.server import plain, tool_call
-from shared.validation import decode_update
+from zapomni.services.mcp import update
+from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.server import plain, tool_call
+from zapomni.shared.validation import decode_update
 
 
 def add_update_tools(mcp: FastMCP, live: dict[str, Front]) -> None:

@@ -21,12 +21,12 @@ import contextlib
 import time
 from typing import Any
 
-from services.mcp import front as ops
-from services.mcp.front import Front, redis_call
-from shared import tasks
-from shared.errors import InvalidInput, Unavailable
-from shared.ids import memory_id, new_task_id
-from shared.messages import (
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front, redis_call
+from zapomni.shared import tasks
+from zapomni.shared.errors import InvalidInput, Unavailable
+from zapomni.shared.ids import memory_id, new_task_id
+from zapomni.shared.messages import (
     AddMemory,
     MemoryRecord,
     MemoryRef,
@@ -35,8 +35,8 @@ from shared.messages import (
     UpdateMemory,
     UpdateReceipt,
 )
-from shared.queue import enqueue_update
-from shared.validation import memory_metadata, metadata_digest, shown
+from zapomni.shared.queue import enqueue_update
+from zapomni.shared.validation import memory_metadata, metadata_digest, shown
 
 BUSY = {"ingest": "written", "delete": "deleted", "update": "updated"}
 

@@ -1,3 +1,3 @@
-from services.query.main import main
+from zapomni.services.query.main import main
 
 main()

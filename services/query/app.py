@@ -31,18 +31,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.query.context import build_context, read_history
-from services.query.entities import get_entity, search_entities
-from services.query.listing import list_memories
-from services.query.rank import AccessLog
-from services.query.records import read_memory, read_stats
-from services.query.search import search_memory
-from shared import capacity, heartbeat, metrics, tasks
-from shared.conversation import TokenCounter
-from shared.embed import Embedder, make_embedder
-from shared.errors import ZapomniError
-from shared.graphstore import GraphStore
-from shared.messages import (
+from zapomni.services.query.context import build_context, read_history
+from zapomni.services.query.entities import get_entity, search_entities
+from zapomni.services.query.listing import list_memories
+from zapomni.services.query.rank import AccessLog
+from zapomni.services.query.records import read_memory, read_stats
+from zapomni.services.query.search import search_memory
+from zapomni.shared import capacity, heartbeat, metrics, tasks
+from zapomni.shared.conversation import TokenCounter
+from zapomni.shared.embed import Embedder, make_embedder
+from zapomni.shared.errors import ZapomniError
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.messages import (
     ContextRequest,
     EntityRef,
     EntitySearch,
@@ -53,7 +53,7 @@ from shared.messages import (
     SearchRequest,
     StatsRequest,
 )
-from shared.validation import describe
+from zapomni.shared.validation import describe
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode

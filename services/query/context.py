@@ -17,14 +17,14 @@ from typing import Any
 
 import msgspec
 
-from services.query.rank import AccessLog
-from services.query.search import iso_time, search_memory
-from shared import cypher
-from shared.conversation import TokenCounter, encode_cursor
-from shared.embed import Embedder
-from shared.errors import InvalidInput
-from shared.graphstore import GraphStore, namespace_exists, run
-from shared.messages import (
+from zapomni.services.query.rank import AccessLog
+from zapomni.services.query.search import iso_time, search_memory
+from zapomni.shared import cypher
+from zapomni.shared.conversation import TokenCounter, encode_cursor
+from zapomni.shared.embed import Embedder
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.messages import (
     Context,
     ContextInfo,
     ContextMemory,
@@ -35,7 +35,7 @@ from shared.messages import (
     SearchRequest,
     Turn,
 )
-from shared.settings import Settings
+from zapomni.shared.settings import Settings
 
 _decode_json = msgspec.json.Decoder().decode
 # how the memories of a context are ranked (search's rank): "memory" blends relevance with

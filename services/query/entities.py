@@ -18,12 +18,12 @@ from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from services.query.keyword import idf, terms
-from shared import cypher
-from shared.entities import ENTITY_TYPES, entity_id, entity_key
-from shared.errors import InvalidInput, NotFound
-from shared.graphstore import GraphStore, namespace_exists, run
-from shared.messages import (
+from zapomni.services.query.keyword import idf, terms
+from zapomni.shared import cypher
+from zapomni.shared.entities import ENTITY_TYPES, entity_id, entity_key
+from zapomni.shared.errors import InvalidInput, NotFound
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.messages import (
     EntityDetail,
     EntityHit,
     EntityList,
@@ -32,7 +32,7 @@ from shared.messages import (
     Neighbour,
     Passage,
 )
-from shared.validation import shown
+from zapomni.shared.validation import shown
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shared.messages import SignalMatch
+from zapomni.shared.messages import SignalMatch
 
 
 @dataclass

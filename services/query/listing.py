@@ -24,11 +24,11 @@ from typing import Any
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
-from services.query.search import filter_params, iso_time
-from shared import cypher
-from shared.errors import InvalidInput
-from shared.graphstore import GraphStore, namespace_exists, run
-from shared.messages import MEMORY_ID_PATTERN, ListedMemory, ListRequest, MemoryPage
+from zapomni.services.query.search import filter_params, iso_time
+from zapomni.shared import cypher
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.messages import MEMORY_ID_PATTERN, ListedMemory, ListRequest, MemoryPage
 
 FIRST_LINE_CHARS = 200  # a listed memory's first line, at most (cut with an ellipsis)
 HEAD_CHARS = 256  # text read per listed memory: more than a first line can show

@@ -6,9 +6,9 @@ import argparse
 
 import uvicorn
 
-from services.query.app import build_app
-from shared.logs import configure_logging
-from shared.settings import Settings
+from zapomni.services.query.app import build_app
+from zapomni.shared.logs import configure_logging
+from zapomni.shared.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:

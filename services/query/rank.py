@@ -33,11 +33,11 @@ from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from services.query.fusion import Candidate
-from shared import access, cypher, metrics
-from shared.graphstore import run
-from shared.messages import RankPart, SearchRequest
-from shared.settings import Settings
+from zapomni.services.query.fusion import Candidate
+from zapomni.shared import access, cypher, metrics
+from zapomni.shared.graphstore import run
+from zapomni.shared.messages import RankPart, SearchRequest
+from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

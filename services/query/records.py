@@ -7,13 +7,13 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
-from services.query.search import iso_time
-from services.query.versions import read_versions
-from shared import cypher, heartbeat, tasks
-from shared.errors import NotFound
-from shared.graphstore import GraphStore, namespace_exists, run
-from shared.messages import MemoryRecord, MemoryRef, Stats, StatsRequest
-from shared.settings import Settings
+from zapomni.services.query.search import iso_time
+from zapomni.services.query.versions import read_versions
+from zapomni.shared import cypher, heartbeat, tasks
+from zapomni.shared.errors import NotFound
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.messages import MemoryRecord, MemoryRef, Stats, StatsRequest
+from zapomni.shared.settings import Settings
 
 _decode_json = msgspec.json.Decoder().decode
 

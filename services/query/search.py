@@ -25,15 +25,22 @@ from falkordb.asyncio.graph import AsyncGraph
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from services.query.entities import Named, graph_signal, named_in, passage_entities
-from services.query.fusion import Candidate, Context, collapse, fuse_ranks, fuse_scores, single
-from services.query.keyword import bm25, idf, stem, terms, tokenize
-from services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
-from shared import cypher, metrics
-from shared.embed import Embedder, to_params
-from shared.graphstore import GraphStore, check_model, meta_pair, run
-from shared.messages import RankPart, SearchHit, SearchRequest, SearchResponse
-from shared.settings import Settings
+from zapomni.services.query.entities import Named, graph_signal, named_in, passage_entities
+from zapomni.services.query.fusion import (
+    Candidate,
+    Context,
+    collapse,
+    fuse_ranks,
+    fuse_scores,
+    single,
+)
+from zapomni.services.query.keyword import bm25, idf, stem, terms, tokenize
+from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
+from zapomni.shared import cypher, metrics
+from zapomni.shared.embed import Embedder, to_params
+from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
+from zapomni.shared.messages import RankPart, SearchHit, SearchRequest, SearchResponse
+from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode

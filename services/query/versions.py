@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from services.query.search import iso_time
-from shared import cypher
-from shared.graphstore import run
-from shared.messages import Version
+from zapomni.services.query.search import iso_time
+from zapomni.shared import cypher
+from zapomni.shared.graphstore import run
+from zapomni.shared.messages import Version
 
 MAX_VERSIONS = 100
 

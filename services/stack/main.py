@@ -18,15 +18,15 @@ from pathlib import Path
 
 import httpx2
 
-from services.stack.falkordb import (
+from zapomni.services.stack.falkordb import (
     default_dir,
     ensure_binaries,
     port_free,
     start_server,
     stop_process,
 )
-from services.stack.lock import lock_data_dir
-from shared.settings import Settings
+from zapomni.services.stack.lock import lock_data_dir
+from zapomni.shared.settings import Settings
 
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up
 RESTART_WINDOW = 60.0
@@ -168,12 +168,12 @@ def up(args: argparse.Namespace) -> int:
                             pass_fds=(lock,))
     env = child_env(settings)
     py = sys.executable
-    query = Child("query", [py, "-m", "services.query"], env, log_dir)
-    workers = [Child(f"worker-{i + 1}", [py, "-m", "workers"],
+    query = Child("query", [py, "-m", "zapomni.services.query"], env, log_dir)
+    workers = [Child(f"worker-{i + 1}", [py, "-m", "zapomni.workers"],
                      {**env, "ZAPOMNI_WORKER_METRICS_PORT": str(args.metrics_port + i)},
                      log_dir)
                for i in range(args.workers)]
-    mcp = Child("mcp", [py, "-m", "services.mcp"], env, log_dir)
+    mcp = Child("mcp", [py, "-m", "zapomni.services.mcp"], env, log_dir)
     children = [query, *workers, mcp]
     code = 1
     try:

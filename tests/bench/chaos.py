@@ -39,28 +39,28 @@ from pathlib import Path
 import redis.asyncio
 import redis.exceptions
 
-from services.mcp import front as ops
-from services.mcp.forward import QueryClient
-from services.mcp.front import Front
-from services.query.app import build_app
-from services.stack.falkordb import (
+from tests.support.fake_ollama import FakeOllama
+from tests.support.graph import broken, query, stored
+from tests.support.servers import ThreadedServer
+from tests.support.workers import WorkerPool
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.forward import QueryClient
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import (
     ensure_binaries,
     free_port,
     start_server,
     stop_process,
     wait_for_server,
 )
-from shared import tasks
-from shared.chunking import Chunker, chunk_budget
-from shared.errors import Overloaded, Unavailable
-from shared.messages import SearchResponse
-from shared.settings import Settings
-from shared.validation import decode_add_memory, decode_search
-from tests.support.fake_ollama import FakeOllama
-from tests.support.graph import broken, query, stored
-from tests.support.servers import ThreadedServer
-from tests.support.workers import WorkerPool
-from workers.lease import lease_key
+from zapomni.shared import tasks
+from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.errors import Overloaded, Unavailable
+from zapomni.shared.messages import SearchResponse
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.workers.lease import lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

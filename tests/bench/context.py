@@ -38,20 +38,6 @@ import httpx2
 import msgspec
 import redis.asyncio
 
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared.embed_onnx import OnnxEmbedder
-from shared.graphstore import GraphStore, indexes_building, prepare_namespace
-from shared.ids import memory_id
-from shared.messages import (
-    ChunkSpan,
-    Context,
-    ContextRequest,
-    IngestJob,
-    SearchRequest,
-    SearchResponse,
-)
-from shared.settings import Settings
 from tests.bench.retrieval import (
     DATA,
     Query,
@@ -64,7 +50,21 @@ from tests.bench.retrieval import (
 )
 from tests.support.servers import ThreadedServer
 from tests.support.vectors import embedded, passages, questions
-from workers.store import mark_ready, write_chunks, write_memory
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.ids import memory_id
+from zapomni.shared.messages import (
+    ChunkSpan,
+    Context,
+    ContextRequest,
+    IngestJob,
+    SearchRequest,
+    SearchResponse,
+)
+from zapomni.shared.settings import Settings
+from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

@@ -26,13 +26,13 @@ import redis.asyncio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from services.mcp.http import http_app
-from services.query.app import build_app
-from shared import capacity
-from shared.settings import Settings
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer, falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
+from zapomni.services.mcp.http import http_app
+from zapomni.services.query.app import build_app
+from zapomni.shared import capacity
+from zapomni.shared.settings import Settings
 
 WORDS = ("queue", "memory", "bytes", "worker", "front", "refuse", "retry", "drain", "chunk",
          "vector", "graph", "entity", "store", "search", "limit", "redis", "index", "token",

@@ -30,15 +30,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.mcp.http import http_app
-from services.query.search import embed_query
-from services.stack.falkordb import free_port
-from shared.embed_onnx import OnnxEmbedder
-from shared.messages import IngestJob
-from shared.queue import serialize
-from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.support.servers import ThreadedServer, falkordb_process
+from zapomni.services.mcp.http import http_app
+from zapomni.services.query.search import embed_query
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.messages import IngestJob
+from zapomni.shared.queue import serialize
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
 
 RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
 SIZES = {"1 KB": 1_000, "100 KB": 100_000, "10 MB": 10_000_000}

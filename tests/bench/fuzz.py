@@ -18,11 +18,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, seed
 from hypothesis import settings as hypothesis_settings
 
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared.settings import Settings
 from tests.support.fuzz import Target, calls, front_over_http
 from tests.support.servers import ThreadedServer, falkordb_process
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.settings import Settings
 
 RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
 

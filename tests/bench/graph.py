@@ -27,13 +27,6 @@ import httpx2
 import msgspec
 import redis.asyncio
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared import tasks
-from shared.messages import BuildGraph, SearchRequest
-from shared.settings import Settings
 from tests.bench.retrieval import (
     DATA,
     LOADERS,
@@ -46,7 +39,14 @@ from tests.bench.retrieval import (
 )
 from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
-from workers.extract import EntityModel
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared import tasks
+from zapomni.shared.messages import BuildGraph, SearchRequest
+from zapomni.shared.settings import Settings
+from zapomni.workers.extract import EntityModel
 
 ROOT = Path(__file__).resolve().parents[2]
 SPOTCHECK = ROOT / "tests" / "data" / "entity_spotcheck.jsonl"

@@ -31,19 +31,19 @@ from pathlib import Path
 
 import redis.asyncio
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.stack.falkordb import free_port
-from shared import tasks
-from shared.graphstore import GraphStore, prepare_namespace, run
-from shared.ids import memory_id
-from shared.messages import BuildGraph, GraphJob
-from shared.settings import Settings
 from tests.bench.retrieval import DATA, RESULTS, jsonl
 from tests.support.graph import broken, stored
 from tests.support.servers import falkordb_process
 from tests.support.workers import on_graph_batch, run_workers, wait_tasks, worker_processes
-from workers import graph
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared import tasks
+from zapomni.shared.graphstore import GraphStore, prepare_namespace, run
+from zapomni.shared.ids import memory_id
+from zapomni.shared.messages import BuildGraph, GraphJob
+from zapomni.shared.settings import Settings
+from zapomni.workers import graph
 
 SIZES = (10_000, 50_000, 100_000)
 CREATE = """

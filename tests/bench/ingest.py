@@ -24,16 +24,16 @@ import statistics
 import time
 from pathlib import Path
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from shared.chunking import Chunker, chunk_budget
-from shared.embed_onnx import OnnxEmbedder
-from shared.heartbeat import count_alive
-from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.support.graph import stored
 from tests.support.servers import falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.heartbeat import count_alive
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,13 +18,13 @@ import statistics
 import time
 from pathlib import Path
 
-from services.query import listing
-from services.query.listing import list_memories, write_cursor
-from shared import cypher
-from shared.graphstore import GraphStore, run
-from shared.messages import ListRequest, SearchFilters
-from shared.settings import Settings
 from tests.support.servers import falkordb_process
+from zapomni.services.query import listing
+from zapomni.services.query.listing import list_memories, write_cursor
+from zapomni.shared import cypher
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.messages import ListRequest, SearchFilters
+from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

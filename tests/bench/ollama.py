@@ -24,10 +24,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from shared.embed import make_embedder
-from shared.settings import Settings
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer
+from zapomni.shared.embed import make_embedder
+from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

@@ -31,22 +31,22 @@ from dataclasses import dataclass, field
 import msgspec
 import redis.asyncio
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared import tasks
-from shared.errors import Unavailable
-from shared.messages import TASK_STATES, MemoryRef, TaskRecord
-from shared.queue import connect_queue
-from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.bench.chaos import RESULTS, Server, corpus
 from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import query
 from tests.support.servers import ThreadedServer
 from tests.support.workers import WorkerPool
-from workers.sweep import SWEEP
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared import tasks
+from zapomni.shared.errors import Unavailable
+from zapomni.shared.messages import TASK_STATES, MemoryRef, TaskRecord
+from zapomni.shared.queue import connect_queue
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
+from zapomni.workers.sweep import SWEEP
 
 
 @dataclass

@@ -38,18 +38,18 @@ import numpy as np
 import redis.asyncio
 from arq.connections import ArqRedis
 
-from services.query.rank import AccessLog
-from services.query.search import search_memory
-from shared import access
-from shared.embed import make_embedder
-from shared.graphstore import GraphStore, prepare_namespace
-from shared.messages import ChunkSpan, IngestJob, SearchRequest
-from shared.settings import Settings
 from tests.support.servers import falkordb_process
 from tests.support.vectors import embedded, passages, questions
-from workers.access import fold_access
-from workers.resources import close_resources, open_resources
-from workers.store import mark_ready, write_chunks, write_memory
+from zapomni.services.query.rank import AccessLog
+from zapomni.services.query.search import search_memory
+from zapomni.shared import access
+from zapomni.shared.embed import make_embedder
+from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.messages import ChunkSpan, IngestJob, SearchRequest
+from zapomni.shared.settings import Settings
+from zapomni.workers.access import fold_access
+from zapomni.workers.resources import close_resources, open_resources
+from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

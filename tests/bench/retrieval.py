@@ -29,16 +29,16 @@ import httpx2
 import msgspec
 import redis.asyncio
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.query.app import build_app
-from services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
-from shared import tasks
-from shared.messages import SEARCH_MODES, SearchRequest, SearchResponse
-from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from zapomni.shared import tasks
+from zapomni.shared.messages import SEARCH_MODES, SearchRequest, SearchResponse
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import redis.asyncio
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from shared.settings import Settings
-from shared.validation import decode_add_memory
 from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer, falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

@@ -41,17 +41,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.mcp import front as ops
-from services.mcp import update
-from services.mcp.front import Front
-from services.query.app import build_app
-from services.stack.falkordb import free_port
-from shared.graphstore import GraphStore, run
-from shared.messages import SearchRequest, SearchResponse
-from shared.settings import Settings
-from shared.validation import decode_add_memory, decode_update
 from tests.support.servers import ThreadedServer, falkordb_process
 from tests.support.workers import run_workers, wait_tasks
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp import update
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.app import build_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.messages import SearchRequest, SearchResponse
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory, decode_update
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

@@ -35,11 +35,6 @@ import httpx2
 import numpy as np
 from fastmcp import Client
 
-from shared.embed import to_params
-from shared.embed_onnx import OnnxEmbedder
-from shared.graphstore import GraphStore, indexes_building, prepare_namespace
-from shared.messages import ChunkSpan, IngestJob
-from shared.settings import Settings
 from tests.support.stack import Stack
 from tests.support.vectors import (
     REAL,
@@ -49,7 +44,12 @@ from tests.support.vectors import (
     exact_top,
     questions,
 )
-from workers.store import mark_ready, write_chunks, write_memory
+from zapomni.shared.embed import to_params
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.settings import Settings
+from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -161,9 +161,9 @@ def rss_by_process(root_pid: int) -> dict[str, float]:
         kb = next(int(line.split()[1]) for line in status.splitlines()
                   if line.startswith("VmRSS:"))
         name = ("falkordb" if "redis-server" in command or "falkordb" in command else
-                "front" if "services.mcp" in command else
-                "query" if "services.query" in command else
-                "worker" if " -m workers" in command else command[:40])
+                "front" if "zapomni.services.mcp" in command else
+                "query" if "zapomni.services.query" in command else
+                "worker" if " -m zapomni.workers" in command else command[:40])
         out[name] = round(kb / 1024, 1)
     return out
 

@@ -28,13 +28,13 @@ from unittest.mock import patch
 
 import numpy as np
 
-from shared.embed import VectorLiteral, to_params
-from shared.graphstore import GraphStore, prepare_namespace
-from shared.messages import ChunkSpan, IngestJob
-from shared.settings import Settings
 from tests.support.servers import falkordb_process
 from tests.support.vectors import REAL, corpus
-from workers.store import mark_ready, write_chunks, write_memory
+from zapomni.shared.embed import VectorLiteral, to_params
+from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.settings import Settings
+from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -63,7 +63,7 @@ async def product(store: GraphStore, namespace: str, texts: list[str], vectors: 
                   batch: int, rounded: bool) -> None:
     graph = store.graph(namespace)
     # unrounded: the workers' own write, with every digit of each float sent
-    with patch("workers.store.to_params", every_digit) if not rounded else nullcontext():
+    with patch("zapomni.workers.store.to_params", every_digit) if not rounded else nullcontext():
         for start in range(0, len(texts), batch):
             memory = f"{namespace}-{start}"
             part = texts[start : start + batch]

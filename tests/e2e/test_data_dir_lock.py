@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from services.stack.lock import lock_data_dir
 from tests.support.stack import Stack
+from zapomni.services.stack.lock import lock_data_dir
 
 
 @pytest.fixture

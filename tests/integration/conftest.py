@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.mcp.front import Front
-from shared.settings import Settings
+from zapomni.services.mcp.front import Front
+from zapomni.shared.settings import Settings
 
 
 @pytest.fixture

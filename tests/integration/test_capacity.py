@@ -8,15 +8,15 @@ import msgspec
 import pytest
 from fastmcp import Client
 
-from services.mcp.server import build_server
-from shared import capacity
-from shared.ids import part_job_id
-from shared.messages import DeleteJob
-from shared.queue import DELETE, connect_queue, enqueue, payload_size
-from shared.settings import Settings
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
-from workers.main import make_worker
+from zapomni.services.mcp.server import build_server
+from zapomni.shared import capacity
+from zapomni.shared.ids import part_job_id
+from zapomni.shared.messages import DeleteJob
+from zapomni.shared.queue import DELETE, connect_queue, enqueue, payload_size
+from zapomni.shared.settings import Settings
+from zapomni.workers.main import make_worker
 
 CAP = 300_000  # bytes: two texts of 100 KB fit, a third does not
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from services.mcp import front as ops
-from shared.embed_onnx import OnnxEmbedder
-from shared.graphstore import GraphStore, prepare_namespace
-from shared.messages import IngestJob, SearchResponse
-from shared.validation import decode_add_memory, decode_search
 from tests.support.graph import query
 from tests.support.workers import run_workers
-from workers.store import write_memory
+from zapomni.services.mcp import front as ops
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.messages import IngestJob, SearchResponse
+from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.workers.store import write_memory
 
 CHAT = [
     ("Ana: Did you ever make it to the lighthouse poetry evening in Brixham?", "question"),

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 from fastmcp import Client
 
-from services.mcp.server import build_server
-from shared.conversation import TOKENIZER
-from shared.embed_onnx import load_tokenizer
-from shared.graphstore import GraphStore, run
 from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
+from zapomni.services.mcp.server import build_server
+from zapomni.shared.conversation import TOKENIZER
+from zapomni.shared.embed_onnx import load_tokenizer
+from zapomni.shared.graphstore import GraphStore, run
 
 TURNS = [
     "Ana: I am planning a trip to Lisbon in May.",

@@ -10,18 +10,18 @@ from datetime import datetime
 import msgspec
 import pytest
 
-from services.mcp import front as ops
-from shared import deletes, tasks
-from shared.errors import NotFound
-from shared.graphstore import GraphStore
-from shared.messages import ListRequest, MemoryPage, MemoryRecord, MemoryRef, SearchResponse
-from shared.validation import decode_search
 from tests.support.graph import stored
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
-from workers.expiry import sweep_expired
-from workers.resources import close_resources, open_resources
-from workers.sweep import sweep_memories
+from zapomni.services.mcp import front as ops
+from zapomni.shared import deletes, tasks
+from zapomni.shared.errors import NotFound
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.messages import ListRequest, MemoryPage, MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.validation import decode_search
+from zapomni.workers.expiry import sweep_expired
+from zapomni.workers.resources import close_resources, open_resources
+from zapomni.workers.sweep import sweep_memories
 
 
 async def search_ids(front, text: str) -> list[str]:
@@ -45,7 +45,7 @@ async def write(settings, query: str, params: dict) -> None:
 
 async def sweep_once(settings) -> str:
     """One run of the worker's periodic sweep (the arq cron function), as a worker runs it."""
-    from shared.queue import connect_queue
+    from zapomni.shared.queue import connect_queue
 
     ctx = {"redis": connect_queue(settings)}
     await open_resources(ctx, settings)
@@ -141,7 +141,7 @@ async def test_the_sweep_skips_a_memory_being_deleted_or_added_again(settings, f
 
 async def test_a_memory_still_ingesting_waits_for_its_ingest(settings, front, query_service,
                                                              aredis):
-    from workers.main import make_worker
+    from zapomni.workers.main import make_worker
 
     fan_out = msgspec.structs.replace(settings, part_chunks=2, chunk_tokens=64,
                                       chunk_overlap=8)

@@ -10,17 +10,17 @@ import sys
 import pytest
 from fastmcp import Client
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.mcp.server import build_server
-from shared import tasks
-from shared.messages import BuildGraph, MemoryRef
-from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import broken, query, stored
 from tests.support.mcp import call
 from tests.support.waiting import eventually
 from tests.support.workers import ENDED, add_text, run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.server import build_server
+from zapomni.shared import tasks
+from zapomni.shared.messages import BuildGraph, MemoryRef
+from zapomni.shared.validation import decode_add_memory
 
 BRIDGE = [
     "Zorblax Industries hired Helena Varga as its chief engineer in Vienna.",
@@ -250,7 +250,7 @@ async def test_deleting_a_memory_removes_what_it_added_to_the_graph(settings, qu
 
 
 def test_a_missing_spacy_model_stops_the_worker_at_start_with_what_to_do(settings):
-    done = subprocess.run([sys.executable, "-m", "workers"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "zapomni.workers"], capture_output=True, text=True,
                           timeout=60, env={"ZAPOMNI_SPACY_MODEL": "no_such_model",
                                            "ZAPOMNI_REDIS_URL": settings.redis_url,
                                            "PATH": ""})

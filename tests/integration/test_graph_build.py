@@ -9,19 +9,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from shared.graphstore import GraphStore
-from shared.messages import BuildGraph, GraphJob, MemoryRef
-from shared.queue import deserialize
-from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.integration.test_graph import letters
 from tests.support.graph import broken, query, stored
 from tests.support.workers import add_text, on_graph_batch, run_workers
-from workers import graph
-from workers.extract import ChunkEntities
-from workers.store import EVIDENCE_KEEP, forget_entities, write_entities
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.messages import BuildGraph, GraphJob, MemoryRef
+from zapomni.shared.queue import deserialize
+from zapomni.shared.settings import Settings
+from zapomni.workers import graph
+from zapomni.workers.extract import ChunkEntities
+from zapomni.workers.store import EVIDENCE_KEEP, forget_entities, write_entities
 
 
 def quiet(settings: Settings, **overrides) -> Settings:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from shared import heartbeat
 from tests.support.workers import worker_processes
-from workers.main import alive_here
+from zapomni.shared import heartbeat
+from zapomni.workers.main import alive_here
 
 
 async def scans(aredis) -> int:

@@ -6,8 +6,8 @@ import httpx2
 import msgspec
 from fastmcp import Client
 
-from services.mcp.http import http_app
 from tests.support.servers import ThreadedServer
+from zapomni.services.mcp.http import http_app
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.mcp import front as ops
-from shared.messages import MemoryRecord, MemoryRef, SearchResponse
-from shared.validation import decode_add_memory, decode_search
 from tests.support.workers import run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.validation import decode_add_memory, decode_search
 
 NOTES = [
     ("The invoice XJ-4471 from Nordwind GmbH is due on March 3.",
@@ -84,15 +84,15 @@ async def test_filters_on_tags_and_metadata(front, notes):
 
 
 async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
-    from services.mcp.front import Front
     from tests.conftest import make_settings
     from tests.support.servers import ThreadedServer
+    from zapomni.services.mcp.front import Front
 
     # no graph built: the graph signal finds nothing and hybrid folds one list twice
     settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16, graph_auto=False)
     text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
                     for i in range(40))
-    from services.query.app import build_app
+    from zapomni.services.query.app import build_app
 
     port = int(settings.query_url.rsplit(":", 1)[1])
     with ThreadedServer(build_app(settings), port=port):

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from services.mcp import front as ops
-from services.query.search import search_memory
-from shared import tasks
-from shared.embed_onnx import OnnxEmbedder
-from shared.graphstore import GraphStore
-from shared.messages import IngestJob, PartJob
-from shared.queue import EMBED_PART, INGEST
-from shared.validation import decode_add_memory, decode_search
 from tests.conftest import make_settings
 from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.services.query.search import search_memory
+from zapomni.shared import tasks
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.messages import IngestJob, PartJob
+from zapomni.shared.queue import EMBED_PART, INGEST
+from zapomni.shared.validation import decode_add_memory, decode_search
 
 ARTICLE = " ".join(
     f"Paragraph {i} is about the history of lighthouse number {i} on the northern coast, "
@@ -96,7 +96,7 @@ async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
 
 
 async def test_memory_is_invisible_until_its_last_part_lands(falkordb_url, aredis):
-    from workers.main import make_worker
+    from zapomni.workers.main import make_worker
 
     settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
     receipt = await add_text(settings, ARTICLE)
@@ -139,7 +139,7 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
     """arq delivers at least once: every job, run a second time, changes nothing."""
     settings = make_settings(falkordb_url, part_chunks=part_chunks, chunk_tokens=64,
                              chunk_overlap=8)
-    from services.mcp.front import Front
+    from zapomni.services.mcp.front import Front
 
     front = Front(settings)
     try:
@@ -152,7 +152,7 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
         await front.redis.enqueue_job(INGEST, payload, _job_id="again-ingest")
         if part_chunks == 4:
             chunks = (await query(settings, "MATCH (c:Chunk) RETURN count(c)"))[0][0]
-            from shared.chunking import Chunker
+            from zapomni.shared.chunking import Chunker
 
             spans = Chunker(64, 8).split(ARTICLE)
             assert len(spans) == chunks

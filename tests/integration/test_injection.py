@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from fastmcp import Client
 
-from services.mcp.server import build_server
 from tests.support.graph import broken, stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
+from zapomni.services.mcp.server import build_server
 
 CYPHER = "x'}) MATCH (n) DETACH DELETE n //"
 REDISEARCH = "@text:(*) | -foo ~bar {baz} \"q\" %fuzzy% [1 TO 9]"

@@ -8,12 +8,12 @@ import msgspec
 import pytest
 from fastmcp import Client
 
-from services.mcp.server import build_server
-from services.query.listing import write_cursor
-from shared import cypher
-from shared.graphstore import GraphStore, run
 from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_workers
+from zapomni.services.mcp.server import build_server
+from zapomni.services.query.listing import write_cursor
+from zapomni.shared import cypher
+from zapomni.shared.graphstore import GraphStore, run
 
 LONG_LINE = "A first line that goes on " + "and on " * 40  # over 200 characters
 
@@ -135,7 +135,7 @@ async def test_pages_are_exact_over_years_of_memories_and_equal_times(client, se
 
 
 async def test_a_memory_still_ingesting_is_listed_with_its_task(client, settings, aredis):
-    from workers.main import make_worker
+    from zapomni.workers.main import make_worker
 
     # a long text fans out: its ingest job writes the memory and queues its parts
     fan_out = msgspec.structs.replace(settings, part_chunks=2, chunk_tokens=64,

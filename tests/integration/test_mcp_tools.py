@@ -8,12 +8,12 @@ import asyncio
 import pytest
 from fastmcp import Client
 
-from services.mcp.server import build_server
-from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
+from zapomni.services.mcp.server import build_server
+from zapomni.shared.settings import Settings
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
@@ -201,7 +201,7 @@ async def test_full_queue_refuses_with_a_retryable_error(falkordb_url, aredis):
 
 
 async def test_redis_or_query_service_down_is_a_retryable_error_not_a_hang(falkordb_url):
-    from services.stack.falkordb import free_port
+    from zapomni.services.stack.falkordb import free_port
 
     settings = make_settings(falkordb_url, redis_url=f"redis://127.0.0.1:{free_port()}/0",
                              query_url=f"http://127.0.0.1:{free_port()}", request_timeout=2.0)

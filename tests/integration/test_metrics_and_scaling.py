@@ -7,14 +7,14 @@ import httpx2
 from fastmcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.mcp.http import http_app
-from services.stack.falkordb import free_port
-from shared import tasks
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, wait_tasks, worker_processes
+from zapomni.services.mcp.http import http_app
+from zapomni.services.stack.falkordb import free_port
+from zapomni.shared import tasks
 
 
 def samples(text: str) -> dict[tuple, float]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.mcp import front as ops
-from shared import tasks
-from shared.embed_ollama import OllamaEmbedder
-from shared.errors import EmbeddingRejected, EmbeddingUnavailable
-from shared.validation import decode_add_memory
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.shared import tasks
+from zapomni.shared.embed_ollama import OllamaEmbedder
+from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
+from zapomni.shared.validation import decode_add_memory
 
 
 async def test_batches_run_32_at_a_time(fake_ollama):
@@ -132,7 +132,7 @@ async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama
 
 async def test_model_mismatch_fails_the_task_and_stores_nothing(falkordb_url, fake_ollama,
                                                                aredis):
-    from services.mcp.front import Front
+    from zapomni.services.mcp.front import Front
 
     onnx = make_settings(falkordb_url)
     ollama = make_settings(falkordb_url, ollama_url=fake_ollama.url)

@@ -8,12 +8,12 @@ import json
 
 from fastmcp import Client
 
-from services.mcp.server import build_server
-from shared import policy
 from tests.conftest import make_settings
 from tests.support.mcp import call, error
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
+from zapomni.services.mcp.server import build_server
+from zapomni.shared import policy
 
 
 def with_policy(falkordb_url: str, rules: dict, **overrides):

@@ -13,17 +13,17 @@ import time
 import msgspec
 import pytest
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from shared import tasks
-from shared.errors import Unavailable
-from shared.graphstore import GraphStore, prepare_namespace
-from shared.messages import MemoryRef, TaskRecord
-from shared.queue import INGEST, connect_queue
-from shared.validation import decode_add_memory
 from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_workers, wait_tasks
-from workers.sweep import SWEEP
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared import tasks
+from zapomni.shared.errors import Unavailable
+from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.messages import MemoryRef, TaskRecord
+from zapomni.shared.queue import INGEST, connect_queue
+from zapomni.shared.validation import decode_add_memory
+from zapomni.workers.sweep import SWEEP
 
 TEXT = ("The lighthouse keeper logs the weather at dawn and dusk. " * 40).strip()
 LONG = "\n\n".join(f"Paragraph {i}: the archive of harbour records, shelf {i}, holds the "

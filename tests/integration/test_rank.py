@@ -17,19 +17,19 @@ import pytest
 import redis.asyncio
 from prometheus_client import REGISTRY
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from services.query.rank import MAX_PENDING, AccessLog
-from shared import access
-from shared.errors import InvalidInput
-from shared.graphstore import GraphStore, run
-from shared.messages import SearchRequest, SearchResponse
-from shared.queue import connect_queue
-from shared.validation import decode_add_memory, decode_search
 from tests.support.graph import query
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
-from workers.access import FOLD
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.services.query.rank import MAX_PENDING, AccessLog
+from zapomni.shared import access
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.messages import SearchRequest, SearchResponse
+from zapomni.shared.queue import connect_queue
+from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.workers.access import FOLD
 
 NOTES = [
     "The spare house key is hidden under the blue flowerpot by the back door.",
@@ -149,7 +149,7 @@ async def test_a_search_whose_access_record_fails_still_answers(quiet, front, qu
     await aredis.delete(access.STREAM)
     await aredis.set(access.STREAM, "not a stream")  # every XADD now fails (WRONGTYPE)
     before = await failed_writes()
-    with caplog.at_level(logging.WARNING, logger="services.query.rank"):
+    with caplog.at_level(logging.WARNING, logger="zapomni.services.query.rank"):
         answers = [[h.memory_id for h in (await search(front, "spare key")).results]
                    for _ in range(3)]
         await eventually(failed_writes, lambda n: n == before + 3, "three failed records")

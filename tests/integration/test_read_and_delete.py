@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from services.mcp import front as ops
-from shared import tasks
-from shared.errors import NotFound
-from shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest
-from shared.validation import decode_add_memory, decode_search
 from tests.support.graph import stored
 from tests.support.workers import run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.shared import tasks
+from zapomni.shared.errors import NotFound
+from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest
+from zapomni.shared.validation import decode_add_memory, decode_search
 
 
 async def add(front, text, metadata=None, namespace=None):
@@ -110,9 +110,9 @@ async def test_get_and_delete_memory(settings, front, query_service, aredis):
 
 
 async def test_delete_during_fan_out_leaves_nothing(falkordb_url, aredis):
-    from services.mcp.front import Front
     from tests.conftest import make_settings
-    from workers.main import make_worker
+    from zapomni.services.mcp.front import Front
+    from zapomni.workers.main import make_worker
 
     settings = make_settings(falkordb_url, part_chunks=2, chunk_tokens=64, chunk_overlap=8)
     front = Front(settings)

@@ -7,10 +7,10 @@ import msgspec
 import pytest
 from fastmcp.exceptions import ToolError
 
-from services.mcp.server import tool_call
-from shared.errors import Overloaded
-from shared.graphstore import GraphStore, read_timeout_ms, run
-from shared.settings import Settings
+from zapomni.services.mcp.server import tool_call
+from zapomni.shared.errors import Overloaded
+from zapomni.shared.graphstore import GraphStore, read_timeout_ms, run
+from zapomni.shared.settings import Settings
 
 # every triple of 300 nodes: 27 million rows, seconds of work, and no row matches
 SLOW = "MATCH (a:Slow), (b:Slow), (c:Slow) WHERE a.i + b.i + c.i < 0 RETURN count(*)"

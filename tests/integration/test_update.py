@@ -8,20 +8,20 @@ import msgspec
 import pytest
 from fastmcp import Client
 
-from services.mcp import front as ops
-from services.mcp import update
-from services.mcp.server import build_server
-from services.query.app import build_app
-from shared import tasks
-from shared.errors import InvalidInput, NotFound, Unavailable
-from shared.messages import MemoryRecord, MemoryRef, SearchResponse
-from shared.validation import decode_search, decode_update
 from tests.conftest import make_settings
 from tests.integration.test_races import Act, delete_now
 from tests.support.graph import query, stored
 from tests.support.mcp import call, error
 from tests.support.servers import ThreadedServer
 from tests.support.workers import add_text, run_workers, wait_tasks
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp import update
+from zapomni.services.mcp.server import build_server
+from zapomni.services.query.app import build_app
+from zapomni.shared import tasks
+from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
+from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.validation import decode_search, decode_update
 
 OLD = "Mira's favourite tea is jasmine."
 NEW = "Mira's favourite tea is now rooibos."

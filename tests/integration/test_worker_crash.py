@@ -11,13 +11,13 @@ import tempfile
 import pytest
 from arq.constants import retry_key_prefix
 
-from shared import tasks
 from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import kill
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
-from workers.lease import lease_key
+from zapomni.shared import tasks
+from zapomni.workers.lease import lease_key
 
 DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in winter."
                     for i in range(120))
@@ -34,7 +34,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
 
     env = {**os.environ, **settings.to_env()}
     with tempfile.TemporaryFile() as log:
-        worker = subprocess.Popen([sys.executable, "-m", "workers"], env=env, stdout=log,
+        worker = subprocess.Popen([sys.executable, "-m", "zapomni.workers"], env=env, stdout=log,
                                   stderr=log)
         name = f"{socket.gethostname()}-{worker.pid}".encode()
         async def mid_document():
@@ -67,7 +67,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
     assert counts["memories"] == counts["ready"] == 1
     assert counts["chunks"] == counts["has_chunk"] == counts["next"] + 1
     assert counts["orphan_chunks"] == 0
-    from shared.chunking import Chunker
+    from zapomni.shared.chunking import Chunker
 
     assert counts["chunks"] == len(Chunker(48, 8).split(DOCUMENT))
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.embed_onnx import OnnxEmbedder
 
 _encode = msgspec.json.Encoder().encode
 PROBE = ["dimension probe"]  # what shared/embed_ollama.py sends to learn a model's dimension

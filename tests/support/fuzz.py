@@ -29,10 +29,10 @@ import redis
 from fastmcp import Client
 from hypothesis import strategies as st
 
-from services.mcp.http import http_app
-from services.query.listing import write_cursor
-from shared.settings import Settings
 from tests.support.servers import ThreadedServer
+from zapomni.services.mcp.http import http_app
+from zapomni.services.query.listing import write_cursor
+from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

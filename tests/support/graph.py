@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.graphstore import GraphStore, namespace_exists, run
-from shared.settings import Settings
-from workers.store import EVIDENCE_KEEP
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.settings import Settings
+from zapomni.workers.store import EVIDENCE_KEEP
 
 COUNTS = {
     "memories": "MATCH (m:Memory) RETURN count(m)",

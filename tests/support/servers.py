@@ -15,7 +15,7 @@ from pathlib import Path
 
 import uvicorn
 
-from services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
 
 FALKORDB_IMAGE = "falkordb/falkordb-server:v4.22.1"
 

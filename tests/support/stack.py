@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastmcp.client.transports import StdioTransport
 
-from services.stack.falkordb import free_port
+from zapomni.services.stack.falkordb import free_port
 
 
 def free_run(count: int) -> int:

@@ -15,13 +15,13 @@ from typing import IO, Any
 
 from redis.asyncio import Redis
 
-from services.mcp import front as ops
-from services.mcp.front import Front
-from shared import tasks
-from shared.messages import AddReceipt
-from shared.settings import Settings
-from shared.validation import decode_add_memory
-from workers.main import make_worker
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared import tasks
+from zapomni.shared.messages import AddReceipt
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
+from zapomni.workers.main import make_worker
 
 ENDED = tasks.TERMINAL  # a task in one of these states changes no more
 
@@ -94,7 +94,7 @@ async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
 
 
 class WorkerPool:
-    """Real ``python -m workers`` processes with these settings (metrics off unless a port is
+    """Real ``python -m zapomni.workers`` processes with these settings (metrics off unless a port is
     given), their output in one file; processes can be started, killed and replaced."""
 
     def __init__(self, settings: Settings, out: IO[bytes], **env: str) -> None:
@@ -105,7 +105,7 @@ class WorkerPool:
     def start(self, metrics_port: int | None = None) -> subprocess.Popen:
         env = self.env if metrics_port is None else {
             **self.env, "ZAPOMNI_WORKER_METRICS_PORT": str(metrics_port)}
-        proc = subprocess.Popen([sys.executable, "-m", "workers"], stdout=self.out,
+        proc = subprocess.Popen([sys.executable, "-m", "zapomni.workers"], stdout=self.out,
                                 stderr=self.out, env=env)
         self.procs.append(proc)
         return proc

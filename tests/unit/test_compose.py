@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from shared.settings import ENV_PREFIX, Settings
+from zapomni.shared.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

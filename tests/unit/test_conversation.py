@@ -10,16 +10,16 @@ from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from services.query.context import fit, one_line
-from shared.conversation import (
+from zapomni.services.query.context import fit, one_line
+from zapomni.shared.conversation import (
     TokenCounter,
     decode_context,
     decode_cursor,
     decode_history,
     encode_cursor,
 )
-from shared.errors import InvalidInput
-from shared.messages import ContextMemory, ContextRequest, HistoryRequest, Turn
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import ContextMemory, ContextRequest, HistoryRequest, Turn
 
 MEMORY = "mem_" + "ab" * 16
 NOT_A_CURSOR = "before: not a cursor from get_history"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import promql_parser
 
-from shared import metrics
+from zapomni.shared import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = json.loads((ROOT / "grafana" / "dashboards" / "zapomni.json").read_text())

@@ -4,7 +4,7 @@ front page, and every relative link (and its #anchor) lands on a file and a head
 import re
 from pathlib import Path
 
-from shared.settings import ENV_PREFIX, Settings
+from zapomni.shared.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

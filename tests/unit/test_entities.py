@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from shared.entities import clean_name, entity_id, entity_key, entity_type
-from shared.settings import Settings
-from workers.extract import EntityModel, ModelMissing, check_model
+from zapomni.shared.entities import clean_name, entity_id, entity_key, entity_type
+from zapomni.shared.settings import Settings
+from zapomni.workers.extract import EntityModel, ModelMissing, check_model
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
 import msgspec
 import pytest
 
-from shared.ids import chunk_id, memory_id, new_task_id
-from shared.messages import ChunkSpan, IngestJob, MemoryRef, PartJob
-from shared.queue import deserialize, serialize
-from shared.settings import Settings
+from zapomni.shared.ids import chunk_id, memory_id, new_task_id
+from zapomni.shared.messages import ChunkSpan, IngestJob, MemoryRef, PartJob
+from zapomni.shared.queue import deserialize, serialize
+from zapomni.shared.settings import Settings
 
 
 def test_memory_id_depends_on_namespace_and_content_only():

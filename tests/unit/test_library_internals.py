@@ -15,13 +15,13 @@ from falkordb.helpers import stringify_param_value
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 
-from services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
-from services.mcp.http import MAX_REQUEST_BYTES, http_app
-from services.mcp.server import build_server
-from shared.embed import to_params
-from shared.falkordb_internals import VectorLiteral
-from shared.settings import Settings
-from workers.arq_internals import ZapomniWorker, set_claim_seconds
+from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
+from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
+from zapomni.services.mcp.server import build_server
+from zapomni.shared.embed import to_params
+from zapomni.shared.falkordb_internals import VectorLiteral
+from zapomni.shared.settings import Settings
+from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
 MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"

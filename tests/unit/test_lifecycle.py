@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.query.listing import first_line, read_cursor, write_cursor
-from shared import cypher
-from shared.errors import InvalidInput
-from shared.policy import Rule, judge_confidence, parse_policy, rule_for
-from shared.settings import Settings
-from shared.validation import decode_add_memory
+from zapomni.services.query.listing import first_line, read_cursor, write_cursor
+from zapomni.shared import cypher
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.policy import Rule, judge_confidence, parse_policy, rule_for
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
 
 MEM = "mem_" + "a" * 32
 

@@ -3,14 +3,14 @@ format and order, the fold's schedule, the parts of a memory score and the rank 
 
 import pytest
 
-from services.query.fusion import Candidate
-from services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
-from shared import access
-from shared.errors import InvalidInput
-from shared.messages import SearchRequest
-from shared.settings import Settings
-from shared.validation import decode_search
-from workers.access import fold_schedule
+from zapomni.services.query.fusion import Candidate
+from zapomni.services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
+from zapomni.shared import access
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import SearchRequest
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_search
+from zapomni.workers.access import fold_schedule
 
 IDS = ["mem_" + "0123456789abcdef" * 2, "mem_" + "f" * 32]
 

@@ -1,4 +1,4 @@
-from services.query.fusion import (
+from zapomni.services.query.fusion import (
     Candidate,
     Context,
     collapse,
@@ -7,11 +7,11 @@ from services.query.fusion import (
     share_page,
     single,
 )
-from services.query.keyword import terms
-from services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms, shape_hit
-from shared.settings import Settings
-from shared.validation import decode_search
-from workers.store import meta_pairs as stored_pairs
+from zapomni.services.query.keyword import terms
+from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms, shape_hit
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_search
+from zapomni.workers.store import meta_pairs as stored_pairs
 
 
 def row(memory: str, idx: int, start: int = 0, end: int = 10, score: float = 0.0) -> list:
@@ -147,7 +147,7 @@ def test_metadata_filters_match_what_workers_store():
 
 
 def test_bm25_saturates_and_normalises_length():
-    from services.query.keyword import bm25, stem, tokenize
+    from zapomni.services.query.keyword import bm25, stem, tokenize
 
     assert [stem(w) for w in ("directors", "studies", "glass", "running", "cat")] == \
         ["director", "study", "glass", "runn", "cat"]

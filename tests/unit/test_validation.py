@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from services.mcp.update import merge_metadata
-from shared.errors import InvalidInput
-from shared.messages import BuildGraph
-from shared.validation import (
+from zapomni.services.mcp.update import merge_metadata
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.messages import BuildGraph
+from zapomni.shared.validation import (
     MAX_TEXT_CHARS,
     check_id,
     check_namespace,
