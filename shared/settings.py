@@ -122,6 +122,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rank_weight_importance: Annotated[float, Meta(ge=0)] = 0.1
     rank_half_life_days: Annotated[float, Meta(gt=0)] = 30.0  # recency halves in this time
 
+    # files in (zapomni ingest, the ingest_path tool): a file over max_file_bytes is skipped
+    # (10 MB: add_memory's text limit); a run stops after max_files files. ingest_roots: the
+    # folders ingest_path may read, separated by os.pathsep; empty turns the tool off
+    ingest_roots: str = ""
+    ingest_max_file_bytes: Annotated[int, Meta(ge=1, le=10_000_000)] = 10_000_000
+    ingest_max_files: Annotated[int, Meta(ge=1)] = 100_000
+
     log_level: str = "INFO"
 
     # lifecycle: which adds a namespace accepts, as JSON (shared/policy.py); empty: all

@@ -1,0 +1,216 @@
+"""``zapomni ingest PATH...``: files and folders into memory, through the running MCP front.
+
+For each root: list what is stored from it (list_memories, metadata ``root``, paged), walk
+it (shared/files.py), skip a file whose bytes hash as stored (``file_sha256``), and send the
+rest with add_memories in batches bounded by count and bytes. A changed file is added anew
+and its old memory deleted (a file's memory mirrors the file; versions of files belong in
+git, and superseded versions kept by update_memory would grow with every edit). ``--prune``
+deletes the memories of files that are gone. Then it follows the tasks with graph_status
+until all are done and prints a summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+
+from zapomni.services.cli.progress import Progress
+from zapomni.shared.files import Loaded, Selection, Skipped, load_file, root_key, walk_files
+
+BATCH_ITEMS = 64  # files per add_memories call
+BATCH_CHARS = 4_000_000  # characters per call (add_memories takes 10,000,000)
+LIST_PAGE = 200
+RETRIES = 8  # a full queue is retried with backoff this many times
+POLL_SECONDS = 0.5
+DEFAULT_SELECTION = Selection()
+
+
+class Tally(msgspec.Struct, kw_only=True):
+    added: int = 0
+    unchanged: int = 0
+    replaced: int = 0
+    pruned: int = 0
+    skipped: list[Skipped] = []
+    failed: list[Skipped] = []
+    tasks: dict[str, str] = {}  # task id -> source, to follow
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    """A tool call; a full queue ("temporarily unavailable") is retried with backoff."""
+    for attempt in range(RETRIES):
+        try:
+            return (await client.call_tool(tool, arguments)).data
+        except ToolError as exc:
+            if not str(exc).startswith("temporarily unavailable") or attempt == RETRIES - 1:
+                raise
+        await asyncio.sleep(min(30.0, 2.0 ** attempt))
+    raise AssertionError("unreachable")
+
+
+async def stored_files(client: Client, namespace: str, key: str, cap: int) -> dict[str, dict]:
+    """The memories ingested from the root ``key``: source -> the listed memory."""
+    found: dict[str, dict] = {}
+    cursor = None
+    while len(found) <= cap:
+        page = await call(client, "list_memories", namespace=namespace, limit=LIST_PAGE,
+                          filters={"metadata": {"root": key}}, cursor=cursor)
+        found.update((m["source"], m) for m in page["memories"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    return found
+
+
+def batches(items: Iterator[tuple[Loaded, dict | None]]
+            ) -> Iterator[list[tuple[Loaded, dict | None]]]:
+    batch: list[tuple[Loaded, dict | None]] = []
+    chars = 0
+    for item in items:
+        if batch and (len(batch) >= BATCH_ITEMS or chars + len(item[0].text) > BATCH_CHARS):
+            yield batch
+            batch, chars = [], 0
+        batch.append(item)
+        chars += len(item[0].text)
+    if batch:
+        yield batch
+
+
+def changed_files(root: Path, selection: Selection, stored: dict[str, dict],
+                  seen: set[str], tally: Tally, progress: Progress
+                  ) -> Iterator[tuple[Loaded, dict | None]]:
+    """The files to send, with the memory each replaces; the rest are counted here."""
+    key = root_key(root)
+    for found in walk_files(root, selection):
+        seen.add(found.source)
+        item = found if isinstance(found, Skipped) else \
+            load_file(found, key, selection.max_bytes)
+        progress.read()
+        if isinstance(item, Skipped):
+            tally.skipped.append(item)
+            continue
+        old = stored.get(item.source)
+        if old and old["metadata"].get("file_sha256") == item.metadata["file_sha256"]:
+            tally.unchanged += 1
+            continue
+        yield item, old
+
+
+async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | None]],
+               tally: Tally, progress: Progress) -> None:
+    items = [{"text": loaded.text, "metadata": loaded.metadata} for loaded, _ in batch]
+    answer = await call(client, "add_memories", items=items, namespace=namespace)
+    for (loaded, old), result in zip(batch, answer["results"], strict=True):
+        progress.queued()
+        if result.get("stored") is False:
+            tally.failed.append(Skipped(loaded.source, result["reason"]))
+            continue
+        if result["duplicate"] and (old is None or old["memory_id"] == result["memory_id"]):
+            tally.skipped.append(Skipped(loaded.source, "the same text as a file stored "
+                                         f"already (memory {result['memory_id']})"))
+            continue
+        tally.tasks[result["task_id"]] = loaded.source
+        if old is None:
+            tally.added += 1
+            continue
+        deleted = await call(client, "delete_memory", memory_id=old["memory_id"],
+                             namespace=namespace)
+        tally.tasks[deleted["task_id"]] = loaded.source
+        tally.replaced += 1
+
+
+async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: set[str],
+                tally: Tally) -> None:
+    for source, memory in stored.items():
+        if source not in seen:
+            deleted = await call(client, "delete_memory", memory_id=memory["memory_id"],
+                                 namespace=namespace)
+            tally.tasks[deleted["task_id"]] = source
+            tally.pruned += 1
+
+
+async def ingest_root(client: Client, root: Path, namespace: str, selection: Selection,
+                      pruning: bool, tally: Tally, progress: Progress) -> None:
+    stored = await stored_files(client, namespace, root_key(root), selection.max_files)
+    seen: set[str] = set()
+    for batch in batches(changed_files(root, selection, stored, seen, tally, progress)):
+        await send(client, namespace, batch, tally, progress)
+    if pruning:
+        await prune(client, namespace, stored, seen, tally)
+
+
+async def follow(client: Client, tally: Tally, progress: Progress) -> None:
+    """Poll graph_status until every task has ended, oldest first (workers take them about
+    in that order, so each poll reads one or two records)."""
+    progress.writing(len(tally.tasks))
+    pending = list(tally.tasks)
+    while pending:
+        status = await call(client, "graph_status", task_id=pending[0])
+        if status["state"] in ("queued", "running"):
+            await asyncio.sleep(POLL_SECONDS)
+            continue
+        task_id = pending.pop(0)
+        if status["state"] != "done":
+            reason = status["error"] or status["message"] or status["state"]
+            tally.failed.append(Skipped(tally.tasks[task_id], f"{status['state']}: {reason}"))
+        progress.written()
+
+
+async def ingest(target: Any, roots: list[Path], *, namespace: str = "default",
+                 selection: Selection = DEFAULT_SELECTION, pruning: bool = False,
+                 token: str = "", progress: Progress | None = None) -> Tally:
+    """Ingest ``roots`` through the front at ``target`` (a URL, or a server in process)."""
+    tally = Tally()
+    progress = progress or Progress(enabled=False)
+    async with Client(target, auth=token or None) as client:
+        with progress:
+            for root in roots:
+                await ingest_root(client, root, namespace, selection, pruning, tally, progress)
+            await follow(client, tally, progress)
+    return tally
+
+
+def summary(tally: Tally, shown: int = 50) -> str:
+    lines = [f"added {tally.added}, unchanged {tally.unchanged}, replaced {tally.replaced}, "
+             f"pruned {tally.pruned}, skipped {len(tally.skipped)}, "
+             f"failed {len(tally.failed)}"]
+    for label, items in (("skipped", tally.skipped), ("failed", tally.failed)):
+        lines += [f"  {label} {s.source}: {s.reason}" for s in items[:shown]]
+        if len(items) > shown:
+            lines.append(f"  ... and {len(items) - shown} more {label}")
+    return "\n".join(lines)
+
+
+def check_roots(paths: list[str]) -> list[Path]:
+    roots = []
+    for path in paths:
+        root = Path(path)
+        if not root.exists():
+            raise SystemExit(f"zapomni ingest: {path}: no such file or folder")
+        roots.append(root)
+    return roots
+
+
+def run(args: Any, url: str, token: str, max_bytes: int, max_files: int) -> int:
+    """The subcommand (services/stack/main.py parses the arguments)."""
+    roots = check_roots(args.paths)
+    selection = Selection(include=tuple(args.include), exclude=tuple(args.exclude),
+                          max_bytes=max_bytes, max_files=max_files)
+    progress = Progress(enabled=True, tty=sys.stderr.isatty())
+    try:
+        tally = asyncio.run(ingest(url, roots, namespace=args.namespace, selection=selection,
+                                   pruning=args.prune, token=token, progress=progress))
+    except ToolError as exc:
+        raise SystemExit(f"zapomni ingest: the front refused: {exc}") from None
+    except (OSError, RuntimeError, ExceptionGroup) as exc:
+        raise SystemExit(f"zapomni ingest: cannot talk to the MCP front at {url} "
+                         f"({type(exc).__name__}); start it with `zapomni up`, or pass "
+                         "--url and --token") from None
+    print(summary(tally))
+    return 1 if tally.failed else 0

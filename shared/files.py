@@ -1,0 +1,275 @@
+"""Walking files and folders to ingest (``zapomni ingest`` and the ingest_path tool).
+
+``walk_files(root, selection)`` streams what it finds, depth first in name order: a
+``Found`` file to read, or a ``Skipped`` one with the reason, one line a user can act on.
+It honours ``.gitignore`` files (each applies to its own folder and below; the last matching
+line wins; ``!`` re-includes), never enters ``.git``, follows symbolic links but not into a
+folder it has already entered (a loop), and stops after ``max_files`` files. ``read_file``
+reads one file whole, or says why not (too big, unreadable, binary).
+
+``source`` is the file's path relative to the root given, with ``/`` separators; a root that
+is a file is its own name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from zapomni.shared.extract_text import Unreadable, extract
+
+SNIFF_BYTES = 8192  # a NUL byte in the first 8 KiB: binary (git's own test)
+BINARY_KINDS = (".pdf", ".docx")  # binary formats read by shared/extract_text.py
+NEVER_ENTER = (".git",)
+
+
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    include: tuple[str, ...] = ()  # globs; none: every file
+    exclude: tuple[str, ...] = ()
+    max_bytes: int = 10_000_000
+    max_files: int = 100_000
+
+
+class Found(msgspec.Struct, frozen=True):
+    path: str  # where to read it
+    source: str  # relative to the root, posix
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    source: str
+    reason: str
+
+
+class Rule(msgspec.Struct, frozen=True):
+    pattern: re.Pattern
+    negate: bool
+    dir_only: bool
+    base: str  # the folder of the .gitignore, relative to the root ('' = the root)
+
+
+def _glob_regex(glob: str) -> str:
+    """A gitignore glob as a regex: ``*`` and ``?`` stay within a path part, ``**`` crosses."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and "]" in glob[i + 1:]:
+            end = glob.index("]", i + 1)
+            body = glob[i + 1:end].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return "".join(out)
+
+
+def parse_gitignore(text: str, base: str) -> list[Rule]:
+    """The rules of one .gitignore in the folder ``base`` (relative to the root)."""
+    rules = []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        line = line[1:] if negate else line.removeprefix("\\")
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        body = _glob_regex(line.lstrip("/"))
+        regex = body if anchored else f"(?:.*/)?{body}"
+        rules.append(Rule(re.compile(f"^{regex}$", re.DOTALL), negate, dir_only, base))
+    return rules
+
+
+def ignored(rules: list[Rule], source: str, is_dir: bool) -> bool:
+    verdict = False
+    for rule in rules:
+        if rule.dir_only and not is_dir:
+            continue
+        if rule.base and not source.startswith(rule.base + "/"):
+            continue
+        relative = source[len(rule.base) + 1:] if rule.base else source
+        if rule.pattern.match(relative):
+            verdict = not rule.negate
+    return verdict
+
+
+def glob_match(globs: tuple[str, ...], source: str) -> bool:
+    """A glob without ``/`` matches the file name at any depth; one with ``/`` the whole
+    relative path (``*`` then crosses folders)."""
+    name = source.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(source if "/" in g else name, g) for g in globs)
+
+
+def _load_rules(folder: Path, base: str) -> list[Rule]:
+    try:
+        return parse_gitignore((folder / ".gitignore").read_text(errors="replace"), base)
+    except OSError:
+        return []
+
+
+def walk_files(root: Path, selection: Selection) -> Iterator[Found | Skipped]:
+    """Every file under ``root`` that the selection keeps, or the reason it was skipped."""
+    if not root.is_dir():
+        yield Found(str(root), root.name)
+        return
+    seen: set[tuple[int, int]] = set()
+    # the stack holds (folder, its source, the rules that apply in it)
+    stack: list[tuple[Path, str, list[Rule]]] = [(root, "", [])]
+    count = 0
+    while stack:
+        folder, base, rules = stack.pop()
+        subfolders: list[tuple[Path, str, list[Rule]]] = []
+        for item in _folder(folder, base, rules, seen, selection, subfolders):
+            if isinstance(item, Found):
+                count += 1
+                if count > selection.max_files:
+                    yield Skipped(item.source, f"over the limit of {selection.max_files:,} "
+                                  "files per run (ZAPOMNI_INGEST_MAX_FILES); ingest a "
+                                  "subfolder")
+                    return
+            yield item
+        stack.extend(reversed(subfolders))
+
+
+def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int]],
+            selection: Selection, subfolders: list[tuple[Path, str, list[Rule]]]
+            ) -> Iterator[Found | Skipped]:
+    """One folder's files (its folders go to ``subfolders``), unless entered already."""
+    try:
+        info = folder.stat()
+    except OSError as exc:
+        yield Skipped(base or ".", _os_reason(exc))
+        return
+    if (info.st_dev, info.st_ino) in seen:
+        yield Skipped(base, "a symbolic link loop (this folder was entered already)")
+        return
+    seen.add((info.st_dev, info.st_ino))
+    rules = rules + _load_rules(folder, base)
+    for item, source, is_dir in _entries(folder, base):
+        if isinstance(item, Skipped):
+            yield item
+        elif item.name in NEVER_ENTER or ignored(rules, source, is_dir):
+            continue
+        elif is_dir:
+            if not glob_match(selection.exclude, source):
+                subfolders.append((item, source, rules))
+        elif _selected(selection, source):
+            yield Found(str(item), source)
+
+
+def _selected(selection: Selection, source: str) -> bool:
+    if selection.include and not glob_match(selection.include, source):
+        return False
+    return not glob_match(selection.exclude, source)
+
+
+def _entries(folder: Path, base: str) -> Iterator[tuple[Path | Skipped, str, bool]]:
+    """A folder's entries in name order: (path, source, is a folder), or a Skipped."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        yield Skipped(base or ".", _os_reason(exc)), base, False
+        return
+    for name in names:
+        path = folder / name
+        source = f"{base}/{name}" if base else name
+        try:
+            is_dir = path.is_dir()
+            if not is_dir and not path.is_file():
+                if path.is_symlink() and not path.exists():
+                    yield Skipped(source, _link_reason(path)), source, False
+                continue  # sockets, fifos, devices
+        except OSError as exc:
+            yield Skipped(source, _os_reason(exc)), source, False
+            continue
+        yield path, source, is_dir
+
+
+def _link_reason(path: Path) -> str:
+    try:
+        path.stat()
+    except OSError as exc:
+        return _os_reason(exc)
+    return "a broken symbolic link"
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == 40:  # ELOOP
+        return "a symbolic link loop"
+    if isinstance(exc, PermissionError):
+        return "unreadable: permission denied"
+    if isinstance(exc, FileNotFoundError):
+        return "a broken symbolic link, or the file is gone"
+    return f"unreadable: {exc.strerror or 'an I/O error'}"
+
+
+def read_file(found: Found, max_bytes: int) -> bytes | Skipped:
+    """The file's bytes, or why it is skipped: too big, unreadable, binary."""
+    path = Path(found.path)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return Skipped(found.source, f"too big: {size:,} bytes, over the limit of "
+                           f"{max_bytes:,} (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return Skipped(found.source, _os_reason(exc))
+    if len(data) > max_bytes:  # it grew since stat
+        return Skipped(found.source, f"too big: over the limit of {max_bytes:,} bytes "
+                       "(ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+    if not found.source.lower().endswith(BINARY_KINDS) and b"\0" in data[:SNIFF_BYTES]:
+        return Skipped(found.source, "binary (not text, PDF or DOCX)")
+    return data
+
+
+class Loaded(msgspec.Struct, frozen=True):
+    """A file ready to add: its text and metadata (``file_sha256``: of its bytes, what a
+    re-run compares; ``root``: the root it was found under, what --prune lists)."""
+
+    source: str
+    text: str
+    metadata: dict
+
+
+def load_file(found: Found, root_key: str, max_bytes: int) -> Loaded | Skipped:
+    """Read and extract one file (shared/extract_text.py), or say why it is skipped."""
+    data = read_file(found, max_bytes)
+    if isinstance(data, Skipped):
+        return data
+    try:
+        extracted = extract(found.source, data)
+    except Unreadable as exc:
+        return Skipped(found.source, exc.reason)
+    if not extracted.text.strip():
+        return Skipped(found.source, "no text in it (empty)")
+    metadata = {"source": found.source, "type": extracted.type, "title": extracted.title,
+                "file_sha256": hashlib.sha256(data).hexdigest(), "root": root_key}
+    if extracted.language:
+        metadata["language"] = extracted.language
+    return Loaded(found.source, extracted.text, metadata)
+
+
+def root_key(root: Path) -> str:
+    """How memories remember the root they came from: its resolved path, posix."""
+    return root.resolve().as_posix()

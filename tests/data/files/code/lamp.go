@@ -1,0 +1,4 @@
+package lamp
+
+// Flashes counts the flashes of the ocelot beacon.
+func Flashes(minutes int) int { return minutes * 4 }

@@ -1,0 +1,140 @@
+"""Walking folders and extracting text (shared/files.py, shared/extract_text.py) on real
+files: the vendored tree under tests/data/files and a PDF and DOCX made by the tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.documents import make_docx, make_pdf
+from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, walk_files
+
+TREE = Path(__file__).parent.parent / "data" / "files"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(TREE, root)
+    (root / "docs" / "report.pdf").write_bytes(
+        make_pdf(["The beacon uses a fresnel lens."], "Lens Report"))
+    (root / "docs" / "log.docx").write_bytes(
+        make_docx(["Keeper log: the kittiwake nests.", "Second entry."], "Keeper Log"))
+    return root
+
+
+def load_all(root: Path, selection: Selection | None = None) -> dict[str, Loaded | Skipped]:
+    selection = selection or Selection()
+    found = {}
+    for item in walk_files(root, selection):
+        found[item.source] = item if isinstance(item, Skipped) else \
+            load_file(item, "the-root", selection.max_bytes)
+    return found
+
+
+def test_each_type_is_read_with_its_title_and_language(tree):
+    loaded = load_all(tree)
+    shape = {s: (f.metadata["type"], f.metadata.get("language"), f.metadata["title"])
+             for s, f in loaded.items()}
+    assert shape == {
+        "README.md": ("markdown", None, "Lighthouse keeping notes"),
+        "notes.txt": ("text", None, "notes.txt"),
+        "docs/guide.rst": ("rst", None, "The Keeper's Guide"),
+        "docs/page.html": ("html", None, "Fog Signal Schedule"),
+        "docs/report.pdf": ("pdf", None, "Lens Report"),
+        "docs/log.docx": ("docx", None, "Keeper Log"),
+        "code/lamp.py": ("code", "python", "lamp.py"),
+        "code/lamp.js": ("code", "javascript", "lamp.js"),
+        "code/lamp.ts": ("code", "typescript", "lamp.ts"),
+        "code/lamp.go": ("code", "go", "lamp.go"),
+        "code/lamp.rs": ("code", "rust", "lamp.rs"),
+        "code/Lamp.java": ("code", "java", "Lamp.java"),
+    }
+    words = {"README.md": "pelargonium", "notes.txt": "cormorant", "docs/guide.rst": "sextant",
+             "docs/page.html": "marram", "docs/report.pdf": "fresnel",
+             "docs/log.docx": "kittiwake", "code/lamp.py": "albatross",
+             "code/lamp.js": "narwhal", "code/lamp.ts": "quokka", "code/lamp.go": "ocelot",
+             "code/lamp.rs": "axolotl", "code/Lamp.java": "pangolin"}
+    for source, word in words.items():
+        assert word in loaded[source].text, source
+    html = loaded["docs/page.html"].text
+    assert "notshown" not in html and "color: red" not in html and "& breakwater" in html
+    assert loaded["docs/log.docx"].text == "Keeper log: the kittiwake nests.\nSecond entry."
+    meta = loaded["code/lamp.py"].metadata
+    assert meta["source"] == "code/lamp.py" and meta["root"] == "the-root"
+    assert len(meta["file_sha256"]) == 64
+
+
+def test_a_file_root_is_its_own_name(tree):
+    assert list(walk_files(tree / "docs" / "guide.rst", Selection())) == [
+        Found(str(tree / "docs" / "guide.rst"), "guide.rst")]
+
+
+def test_gitignore_files_nested_and_negated_and_git_is_never_entered(tree):
+    (tree / ".gitignore").write_text("# comment\n*.log\nbuild/\n/notes.txt\n")
+    (tree / "build").mkdir()
+    (tree / "build" / "out.md").write_text("built")
+    (tree / "code" / "build.md").write_text("not the build folder")  # a file, not a folder
+    (tree / "code" / "debug.log").write_text("ignored by the root's rule")
+    (tree / "code" / ".gitignore").write_text("*.ts\n!keep.log\n")
+    (tree / "code" / "keep.log").write_text("re-included")
+    (tree / "docs" / "notes.txt").write_text("only /notes.txt at the root is ignored")
+    (tree / ".git").mkdir()
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    sources = {item.source for item in walk_files(tree, Selection())}
+    assert {"notes.txt", "build/out.md", "code/lamp.ts", "code/debug.log",
+            ".git/HEAD"}.isdisjoint(sources)
+    assert {"code/build.md", "code/keep.log", "docs/notes.txt", ".gitignore",
+            "code/.gitignore", "code/lamp.py"} <= sources
+
+
+def test_include_and_exclude_globs(tree):
+    only_code = Selection(include=("*.py", "*.go"))
+    assert {i.source for i in walk_files(tree, only_code)} == {"code/lamp.py", "code/lamp.go"}
+    no_docs = Selection(exclude=("docs", "*.java"))
+    sources = {i.source for i in walk_files(tree, no_docs)}
+    assert not any(s.startswith("docs/") for s in sources) and "code/Lamp.java" not in sources
+    by_path = Selection(include=("code/*.[jt]s",))
+    assert {i.source for i in walk_files(tree, by_path)} == {"code/lamp.js", "code/lamp.ts"}
+
+
+def test_skipped_files_say_why_and_the_rest_are_read(tree):
+    (tree / "blob.bin").write_bytes(b"\x00\x01\x02 not text")
+    (tree / "big.txt").write_text("x" * 5000)
+    (tree / "broken.pdf").write_bytes(b"%PDF-1.4 this is no PDF at all")
+    (tree / "broken.docx").write_bytes(b"PK not a zip")
+    (tree / "empty.md").write_text("  \n")
+    (tree / "self.txt").symlink_to(tree / "self.txt")  # a link to itself: a loop
+    (tree / "docs" / "again").symlink_to(tree)  # a folder link back up: a loop
+    (tree / "gone.txt").symlink_to(tree / "nothing-here.txt")
+    unreadable = tree / "secret.txt"
+    if os.geteuid() == 0:  # permissions do not stop root: a file whose read fails
+        unreadable.symlink_to("/proc/self/mem")
+    else:
+        unreadable.write_text("secret")
+        unreadable.chmod(0)
+    loaded = load_all(tree, Selection(max_bytes=4096))
+    reasons = {s: f.reason for s, f in loaded.items() if isinstance(f, Skipped)}
+    assert reasons.pop("blob.bin") == "binary (not text, PDF or DOCX)"
+    assert reasons.pop("big.txt") == ("too big: 5,000 bytes, over the limit of 4,096 "
+                                      "(ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+    assert reasons.pop("broken.pdf") == "a corrupt or unreadable PDF"
+    assert reasons.pop("broken.docx") == "a corrupt DOCX (not a Word document's zip)"
+    assert reasons.pop("empty.md") == "no text in it (empty)"
+    assert reasons.pop("self.txt") == "a symbolic link loop"
+    assert reasons.pop("docs/again") == ("a symbolic link loop (this folder was entered "
+                                         "already)")
+    assert reasons.pop("gone.txt") == "a broken symbolic link, or the file is gone"
+    assert reasons.pop("secret.txt").startswith("unreadable: ")
+    assert reasons == {}
+    assert isinstance(loaded["code/lamp.py"], Loaded)  # the rest are still read
+    assert sum(isinstance(f, Loaded) for f in loaded.values()) == 12
+
+
+def test_a_run_stops_at_the_file_limit(tree):
+    items = list(walk_files(tree, Selection(max_files=3)))
+    assert [isinstance(i, Found) for i in items] == [True, True, True, False]
+    assert items[-1].reason.startswith("over the limit of 3 files per run")
