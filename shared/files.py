@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from zapomni.shared.errors import InvalidInput
 from zapomni.shared.extract_text import Unreadable, extract
 
 SNIFF_BYTES = 8192  # a NUL byte in the first 8 KiB: binary (git's own test)
@@ -34,6 +36,7 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True):
     exclude: tuple[str, ...] = ()
     max_bytes: int = 10_000_000
     max_files: int = 100_000
+    within: tuple[str, ...] = ()  # resolved roots a symbolic link may lead into; () any
 
 
 class Found(msgspec.Struct, frozen=True):
@@ -170,6 +173,10 @@ def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int
             yield item
         elif item.name in NEVER_ENTER or ignored(rules, source, is_dir):
             continue
+        elif selection.within and item.is_symlink() and \
+                not inside(item.resolve(), selection.within):
+            yield Skipped(source, "a symbolic link out of the allowed roots "
+                          "(ZAPOMNI_INGEST_ROOTS)")
         elif is_dir:
             if not glob_match(selection.exclude, source):
                 subfolders.append((item, source, rules))
@@ -273,3 +280,32 @@ def load_file(found: Found, root_key: str, max_bytes: int) -> Loaded | Skipped:
 def root_key(root: Path) -> str:
     """How memories remember the root they came from: its resolved path, posix."""
     return root.resolve().as_posix()
+
+
+def allowed_roots(setting: str) -> tuple[str, ...]:
+    """ZAPOMNI_INGEST_ROOTS, resolved (symbolic links followed), as posix paths."""
+    return tuple(Path(r.strip()).resolve().as_posix()
+                 for r in setting.split(os.pathsep) if r.strip())
+
+
+def inside(path: Path, roots: tuple[str, ...]) -> bool:
+    return any(path == Path(root) or Path(root) in path.parents for root in roots)
+
+
+def check_ingest_path(path: str, roots: tuple[str, ...]) -> Path:
+    """The path ingest_path may read, resolved: '..' and symbolic links are followed first,
+    so neither leads out of the allowed roots."""
+    if not roots:
+        raise InvalidInput("ingest_path is off on this server: set ZAPOMNI_INGEST_ROOTS to "
+                           f"the folders it may read (separated by '{os.pathsep}') and "
+                           "restart it; or run `zapomni ingest PATH` on the machine")
+    if "\0" in path or not os.path.isabs(path):
+        raise InvalidInput(f"path: give an absolute path under one of {', '.join(roots)}")
+    resolved = Path(path).resolve()
+    shown = json.dumps(path[:200]) + ("..." if len(path) > 200 else "")
+    if not inside(resolved, roots):
+        raise InvalidInput(f"path: {shown} is outside the folders ingest_path may read "
+                           f"({', '.join(roots)}: ZAPOMNI_INGEST_ROOTS)")
+    if not resolved.exists():
+        raise InvalidInput(f"path: {shown}: no such file or folder")
+    return resolved

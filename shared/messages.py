@@ -22,7 +22,7 @@ TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128)]
 DEFAULT_NAMESPACE = "default"
 
-TaskKind = Literal["ingest", "delete", "graph", "update"]
+TaskKind = Literal["ingest", "delete", "graph", "update", "files"]
 TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
 
@@ -115,6 +115,19 @@ class BuildGraph(Base):
     rebuild: bool = False
 
 
+Glob = Annotated[str, Meta(min_length=1, max_length=256)]
+
+
+class IngestPath(Base):
+    """ingest_path's arguments; the path is checked against the allowed roots later
+    (shared/files.py, check_ingest_path)."""
+
+    path: Annotated[str, Meta(min_length=1, max_length=4096)]
+    namespace: Namespace = DEFAULT_NAMESPACE
+    include: Annotated[list[Glob], Meta(max_length=50)] = []
+    exclude: Annotated[list[Glob], Meta(max_length=50)] = []
+
+
 class EntitySearch(Base):
     query: Annotated[str, Meta(min_length=1, max_length=500)]
     type: str | None = None  # one of shared.entities.ENTITY_TYPES, checked at the edge
@@ -203,6 +216,39 @@ class GraphPartJob(Job):
     seq: int = 0
 
 
+MAX_SKIPS_SHOWN = 100  # skipped files a files task lists with their reasons
+
+
+class SkippedFile(Lenient):
+    source: str
+    reason: str
+
+
+class FileCounts(Lenient):
+    """What a files task (ingest_path) has done so far; kept in its record as JSON."""
+
+    found: int = 0  # files walked
+    added: int = 0
+    unchanged: int = 0  # the same bytes as stored for that source
+    replaced: int = 0  # changed: added anew, the old memory deleted
+    skipped: int = 0
+    skips: list[SkippedFile] = []  # the first MAX_SKIPS_SHOWN
+
+
+class FilesJob(Job):
+    """ingest_path: walk ``path`` (resolved, inside ZAPOMNI_INGEST_ROOTS) and add its files.
+    A continuation starts at file ``start`` of the walk (its order is fixed) with the
+    counts so far, so a run of any slice again writes the same counts."""
+
+    task_id: str
+    namespace: str
+    path: str
+    include: list[str] = []
+    exclude: list[str] = []
+    start: int = 0
+    counts: FileCounts = FileCounts()
+
+
 # ---- task records (Redis hash) --------------------------------------------------------------
 
 
@@ -231,6 +277,7 @@ class TaskRecord(Lenient):
     # so that the same text added again can say whether its metadata differs
     meta_hash: str = ""
     previous: str = ""  # update tasks: the task that owned the memory before, given it back
+    files: str = ""  # files tasks: a FileCounts as JSON
 
 
 # ---- query service (JSON) -------------------------------------------------------------------

@@ -13,7 +13,15 @@ from redis.asyncio import ConnectionPool
 
 from zapomni.shared import capacity
 from zapomni.shared.ids import part_job_id
-from zapomni.shared.messages import DeleteJob, GraphJob, GraphPartJob, IngestJob, PartJob, UpdateJob
+from zapomni.shared.messages import (
+    DeleteJob,
+    FilesJob,
+    GraphJob,
+    GraphPartJob,
+    IngestJob,
+    PartJob,
+    UpdateJob,
+)
 from zapomni.shared.settings import Settings
 
 INGEST = "ingest_memory"
@@ -22,6 +30,7 @@ DELETE = "delete_memory"
 BUILD_GRAPH = "build_graph"
 GRAPH_PART = "graph_part"
 UPDATE = "update_memory"
+FILES = "ingest_files"
 
 
 def _encode_unknown(obj: Any) -> Any:
@@ -123,3 +132,11 @@ async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPart
 async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) -> None:
     """A metadata update: checked against the queue's limits like an add."""
     await enqueue(redis, settings, UPDATE, job, job.task_id, bounded=True)
+
+
+async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob, *,
+                        bounded: bool = False) -> None:
+    """ingest_path's job (bounded, from the front), or its continuation from file ``start``
+    (an id of its own, derived: enqueued twice, it runs once)."""
+    job_id = job.task_id + (f":files:{job.start}" if job.start else "")
+    await enqueue(redis, settings, FILES, job, job_id, bounded=bounded)

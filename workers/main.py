@@ -23,6 +23,7 @@ from zapomni.shared.queue import (
     BUILD_GRAPH,
     DELETE,
     EMBED_PART,
+    FILES,
     GRAPH_PART,
     INGEST,
     UPDATE,
@@ -35,6 +36,7 @@ from zapomni.workers.access import FOLD, fold_access, fold_schedule
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
+from zapomni.workers.files import ingest_files
 from zapomni.workers.graph import build_graph, graph_part
 from zapomni.workers.ingest import embed_part, ingest_memory
 from zapomni.workers.lease import job_started, start_leases
@@ -57,6 +59,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
             func(build_graph, name=BUILD_GRAPH),
             func(graph_part, name=GRAPH_PART),
             func(update_memory, name=UPDATE),
+            func(ingest_files, name=FILES),
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,

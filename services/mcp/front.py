@@ -12,16 +12,15 @@ import msgspec
 import redis.exceptions
 
 from zapomni.services.mcp.forward import QueryClient
-from zapomni.shared import capacity, deletes, metrics, policy, tasks
+from zapomni.shared import adds, capacity, deletes, metrics, policy, tasks
 from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
-from zapomni.shared.ids import memory_id, new_task_id
+from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import (
     AddMemory,
     AddReceipt,
     BuildGraph,
     DeleteReceipt,
     GraphJob,
-    IngestJob,
     MemoryRecord,
     MemoryRef,
     Refused,
@@ -101,43 +100,13 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
 
 async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
     now = time.time()
-    mid = memory_id(memory.namespace, memory.content_hash)
-    record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
-                        memory_id=mid, total=1, created_at=now, message="waiting for a worker",
-                        meta_hash=digest(memory))
-    # the bytes first: a refused add leaves nothing behind (no claim, no turn in a thread)
-    await redis_call(front, capacity.reserve(
-        front.redis, front.settings, record.task_id,
-        payload_size(ingest_job(memory, record, "")), check=True))
-    claim = await redis_call(front, tasks.claim_memory(front.redis, record, front.task_ttl,
-                                                       memory.thread))
+    record, claim = await redis_call(front, adds.claim_and_enqueue(front.redis, front.settings,
+                                                                   memory))
     if claim.owner:
-        await redis_call(front, capacity.release(front.redis, record.task_id))
-        return await _duplicate(front, memory, mid, claim)
-    record = msgspec.structs.replace(record, gen=claim.gen)
-    try:
-        await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, record, claim.after),
-                                               bounded=True))
-    except Unavailable:
-        await _forget_claim(front, record, memory.thread, claim.after)
-        raise
+        return await _duplicate(front, memory, record.memory_id, claim)
     metrics.ENQUEUE_SECONDS.observe(time.time() - now)
-    return AddReceipt(memory_id=mid, task_id=record.task_id, status="queued", duplicate=False,
-                      namespace=memory.namespace)
-
-
-def ingest_job(memory: AddMemory, record: TaskRecord, after: str) -> IngestJob:
-    """The job of the task ``record`` for ``memory``; ``after``: the turn before it in its
-    thread."""
-    return IngestJob(task_id=record.task_id, memory_id=record.memory_id,
-                     namespace=memory.namespace, text=memory.text,
-                     content_hash=memory.content_hash, tags=memory.tags, source=memory.source,
-                     metadata_json=memory.metadata_json, created_at=record.created_at,
-                     thread=memory.thread, after=after, gen=record.gen,
-                     importance=memory.importance, memory_type=memory.memory_type,
-                     pinned=memory.pinned, expires_at=memory.expires_at,
-                     supersedes=memory.supersedes)
+    return AddReceipt(memory_id=record.memory_id, task_id=record.task_id, status="queued",
+                      duplicate=False, namespace=memory.namespace)
 
 
 async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim
@@ -153,7 +122,7 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Cla
     state = found.state if found else "done"
     if found is not None and found.kind == "ingest" and state in tasks.ACTIVE:
         await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               ingest_job(memory, found, found.after),
+                                               adds.ingest_job(memory, found, found.after),
                                                bounded=True))
     receipt = AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
                          namespace=memory.namespace)
@@ -166,33 +135,20 @@ KEPT_METADATA = ("this text is stored already; the stored metadata was kept. Cal
                  "update_memory(memory_id, metadata=...) to change it")
 
 
-def digest(memory: AddMemory) -> str:
-    return metadata_digest(memory.tags, memory.source, memory.metadata_json)
-
-
 async def _metadata_differs(front: Front, memory: AddMemory, mid: str,
                             owner: TaskRecord | None) -> bool:
     """Whether the metadata of an add differs from the stored memory's: the digest its
     ingest (or an update) recorded, or, once that record has expired, the memory as read.
     Unknown (not yet written, or unreadable now): no."""
     if owner is not None and owner.meta_hash:
-        return owner.meta_hash != digest(memory)
+        return owner.meta_hash != adds.digest(memory)
     try:
         stored = await front.query.call("/v1/memory", MemoryRef(memory_id=mid,
                                                                  namespace=memory.namespace),
                                         MemoryRecord)
     except (NotFound, Unavailable):
         return False
-    return metadata_digest(stored.tags, stored.source, stored.metadata) != digest(memory)
-
-
-async def _forget_claim(front: Front, record: TaskRecord, thread: str, before: str) -> None:
-    """Undo a claim whose job could not be enqueued, so a retry of the same text works."""
-    try:
-        await tasks.forget_claim(front.redis, record, thread, before)
-        await capacity.release(front.redis, record.task_id)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-        pass  # Redis is gone; so is the claim's effect until it is back
+    return metadata_digest(stored.tags, stored.source, stored.metadata) != adds.digest(memory)
 
 
 async def add_memories(front: Front, memories: list[AddMemory]

@@ -27,6 +27,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.arguments import ArgumentErrors
 from zapomni.services.mcp.front import Front
 from zapomni.services.mcp.tools_context import add_context_tools
+from zapomni.services.mcp.tools_files import add_files_tools, files_fields
 from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
 from zapomni.shared import metrics
 from zapomni.shared.entities import ENTITY_TYPES
@@ -121,6 +122,8 @@ def graph_fields(record: TaskRecord) -> dict[str, Any]:
     extraction that follows them."""
     if record.kind == "ingest":
         return {"graph_task_id": record.graph_task_id or None}
+    if record.kind == "files":
+        return files_fields(record)
     if record.kind != "graph":
         return {}
     elapsed = (record.heartbeat_at or time.time()) - record.started_at \
@@ -169,6 +172,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     add_update_tools(mcp, live)
     add_lifecycle_tools(mcp, live)
     add_context_tools(mcp, live)
+    add_files_tools(mcp, live)
     add_routes(mcp, verifier, live)
     return mcp
 
@@ -202,10 +206,12 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool
     async def graph_status(task_id: str) -> dict[str, Any]:
-        """State of any task (ingest, delete or graph): queued, running, done, failed or
-        cancelled, with progress (ingest: parts; graph: chunks read), timings, the worker and
-        the error if it failed. Graph tasks add chunks/s, eta_seconds and the entities and
-        relations created; ingest tasks name the graph_task_id that extracts their entities."""
+        """State of any task (ingest, delete, graph or files): queued, running, done, failed
+        or cancelled, with progress (ingest: parts; graph: chunks read; files: files done of
+        found, and "files": added, unchanged, replaced, skipped with reasons), timings, the
+        worker and the error if it failed. Graph tasks add chunks/s, eta_seconds and the
+        entities and relations created; ingest tasks name the graph_task_id that extracts
+        their entities."""
         with tool_call("graph_status"):
             return shape_task(await ops.task_status(live["front"], check_task_id(task_id)))
 

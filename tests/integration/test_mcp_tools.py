@@ -17,7 +17,7 @@ from zapomni.shared.settings import Settings
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
-         "get_entity", "update_memory", "list_memories",
+         "get_entity", "update_memory", "list_memories", "ingest_path",
          "get_history", "build_context"}
 
 
@@ -110,6 +110,10 @@ async def test_the_whole_tool_set(client, settings, aredis):
      "text: give a new text, or metadata to change, or both; nothing was changed"),
     ("update_memory", {"memory_id": "mem_" + "0" * 32, "metadata": {"text": None}},
      "metadata: reserved key(s) text; rename them"),
+    ("ingest_path", {"path": "/etc"}, "ingest_path is off on this server: set "
+     "ZAPOMNI_INGEST_ROOTS to the folders it may read"),
+    ("ingest_path", {"path": ""}, "path: must not be empty"),
+    ("ingest_path", {"path": "/x", "include": ["*"] * 51}, "include: too many items"),
 ])
 async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings, aredis,
                                                                 tool, arguments, message):
@@ -153,6 +157,9 @@ async def test_bad_input_is_a_clear_error_and_nothing_is_queued(client, settings
     ("build_graph", {"memory_ids": "mem_1"}, "memory_ids: expected a list, got a string"),
     ("build_graph", {"memory_ids": [1]}, "memory_ids[0]: expected a string, got 1"),
     ("cancel_task", {"task_id": 1}, "task_id: expected a string, got 1"),
+    ("ingest_path", {"path": ["/tmp"]}, "path: expected a string, got a list"),
+    ("ingest_path", {"path": "/tmp", "include": "*.py"},
+     "include: expected a list, got a string"),
     ("search_entities", {"query": "x", "limit": 2.0}, "limit: expected an integer, got 2.0"),
     ("search_entities", {"query": "x", "type": 3}, "type: expected a string, got 3"),
     ("get_entity", {"name_or_id": "Ada", "depth": True}, "depth: expected an integer, got true"),

@@ -164,6 +164,13 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
     "list_memories": {"namespace": NAMESPACE, "filters": (GOOD_FILTERS, BAD_FILTERS),
                       "limit": (st.integers(1, 200), LIMIT[1]), "cursor": CURSOR,
                       "order": (st.sampled_from(["newest", "oldest"]), strings())},
+    "ingest_path": {"path": (st.sampled_from(["/", "/tmp", "/etc/passwd", "/x/../.."]),
+                             st.one_of(strings(100), WRONG_TYPES)), "namespace": NAMESPACE,
+                    "include": (st.lists(st.sampled_from(["*.py", "docs/*.md"]), max_size=3),
+                                st.one_of(st.lists(strings(300), max_size=3),
+                                          st.just(["*"] * 51), WRONG_TYPES)),
+                    "exclude": (st.lists(st.sampled_from(["*.log", "build"]), max_size=3),
+                                st.one_of(st.lists(strings(20), max_size=3), WRONG_TYPES))},
     "get_history": {"thread": THREAD, "namespace": NAMESPACE, "limit": LIMIT,
                     "before": HISTORY_CURSOR},
     "build_context": {"query": QUERY, "thread": THREAD, "namespace": NAMESPACE,
@@ -176,7 +183,7 @@ REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {
             "search_memory": {"query"}, "get_memory": {"memory_id"},
             "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
             "search_entities": {"query"}, "get_entity": {"name_or_id"},
-            "update_memory": {"memory_id"},
+            "update_memory": {"memory_id"}, "ingest_path": {"path"},
             "get_history": {"thread"}, "build_context": {"query"}}
 
 

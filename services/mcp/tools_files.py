@@ -1,0 +1,71 @@
+"""The ingest_path tool: files and folders on the server's machine, for an agent on it.
+
+Off unless ZAPOMNI_INGEST_ROOTS names the folders it may read. The front only checks the
+path (resolved: neither '..' nor a symbolic link leads out of the roots) and enqueues one
+files job; a worker walks, reads and adds each file (workers/files.py), and graph_status
+shows files done of found and the skipped ones with their reasons.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from fastmcp import FastMCP
+
+from zapomni.services.mcp.front import Front, redis_call
+from zapomni.shared import capacity, tasks
+from zapomni.shared.files import allowed_roots, check_ingest_path
+from zapomni.shared.ids import new_task_id
+from zapomni.shared.messages import FileCounts, FilesJob, IngestPath, TaskReceipt, TaskRecord
+from zapomni.shared.queue import enqueue_files, payload_size
+from zapomni.shared.validation import check_namespace, convert
+
+
+def decode_ingest_path(path: Any, namespace: Any, include: Any, exclude: Any) -> IngestPath:
+    return convert({"path": path, "namespace": check_namespace(namespace),
+                    "include": include or [], "exclude": exclude or []}, IngestPath)
+
+
+async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
+    resolved = check_ingest_path(request.path, allowed_roots(front.settings.ingest_roots))
+    record = TaskRecord(task_id=new_task_id(), kind="files", namespace=request.namespace,
+                        created_at=time.time(), message=f"waiting for a worker to walk "
+                                                        f"{request.path}")
+    job = FilesJob(task_id=record.task_id, namespace=request.namespace,
+                   path=resolved.as_posix(), include=request.include,
+                   exclude=request.exclude)
+    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
+                                             payload_size(job), check=True))
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    await redis_call(front, enqueue_files(front.redis, front.settings, job, bounded=True))
+    return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
+
+
+def files_fields(record: TaskRecord) -> dict[str, Any]:
+    """graph_status of a files task: what it did with the files so far."""
+    counts = msgspec.json.decode(record.files, type=FileCounts) if record.files \
+        else FileCounts()
+    return {"files": msgspec.to_builtins(counts)}
+
+
+def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
+    from zapomni.services.mcp.server import plain, tool_call  # server.py imports this module
+
+    @mcp.tool
+    async def ingest_path(path: str, namespace: str | None = None,
+                          include: list[str] | None = None,
+                          exclude: list[str] | None = None) -> dict[str, Any]:
+        """Remember the files of a folder (or one file) on the server's machine: Markdown,
+        text, reStructuredText, source code, PDF, DOCX, HTML. Only under the folders the
+        server allows (ZAPOMNI_INGEST_ROOTS; off when unset); path: absolute. .gitignore
+        files are honoured; include / exclude: globs (a name like "*.py", or a path with
+        "/"), at most 50 each. Each file becomes a memory with metadata source (its path
+        relative to path), type, language (code), title. A file stored already with the
+        same bytes is left alone; a changed one replaces its memory. Returns a task_id at
+        once; graph_status(task_id) shows files done of found, what was added, unchanged,
+        replaced, and the skipped files with their reasons."""
+        with tool_call("ingest_path"):
+            request = decode_ingest_path(path, namespace, include, exclude)
+            return plain(await queue_ingest_path(live["front"], request))
