@@ -296,7 +296,7 @@ def check_ingest_path(path: str, roots: tuple[str, ...]) -> Path:
     """The path ingest_path may read, resolved: '..' and symbolic links are followed first,
     so neither leads out of the allowed roots."""
     if not roots:
-        raise InvalidInput("ingest_path is off on this server: set ZAPOMNI_INGEST_ROOTS to "
+        raise InvalidInput("path: ingest_path is off on this server; set ZAPOMNI_INGEST_ROOTS to "
                            f"the folders it may read (separated by '{os.pathsep}') and "
                            "restart it; or run `zapomni ingest PATH` on the machine")
     if "\0" in path or not os.path.isabs(path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from zapomni.shared import adds, deletes, tasks
+from zapomni.shared import adds, deletes, policy, tasks
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.files import (
     Loaded,
@@ -31,7 +31,7 @@ from zapomni.shared.files import (
     walk_files,
 )
 from zapomni.shared.graphstore import meta_pair, namespace_exists, run
-from zapomni.shared.messages import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
+from zapomni.shared.messages import MAX_SKIPS_SHOWN, AddMemory, FileCounts, FilesJob, SkippedFile
 from zapomni.shared.queue import FILES, enqueue_files
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.outcome import deadline, read_job, start_task, task_outcome
@@ -120,6 +120,9 @@ async def add_file(res: Resources, job: FilesJob, key: str, item: object,
         memory = decode_add_memory(item.text, item.metadata, job.namespace)
     except InvalidInput as exc:
         return skip(counts, item.source, exc.message)
+    refused = refusal(res, memory)
+    if refused:
+        return skip(counts, item.source, refused)
     record, claim = await adds.claim_and_enqueue(res.redis, res.settings, memory)
     if claim.owner and (not old_id or old_id == record.memory_id):
         return skip(counts, item.source, "the same text as a file stored already (memory "
@@ -129,6 +132,13 @@ async def add_file(res: Resources, job: FilesJob, key: str, item: object,
     await deletes.queue_delete(res.redis, res.settings, job.namespace, old_id,
                                f"waiting for a worker (replaced by {item.source} changed)")
     return msgspec.structs.replace(counts, replaced=counts.replaced + 1)
+
+
+def refusal(res: Resources, memory: AddMemory) -> str:
+    """Why the namespace's write policy refuses the file, as it would at the front (a file
+    has no thread: only a required or minimum confidence applies)."""
+    rule = policy.rule_for(res.settings.write_policy, memory.namespace)
+    return policy.judge_confidence(rule, memory) if rule is not None else ""
 
 
 def skip(counts: FileCounts, source: str, reason: str) -> FileCounts:

@@ -15,7 +15,8 @@ from tests.support.fuzz import TOOLS, calls, front_over_http, styled
 WRONG = {"string": 5, "integer": "5", "number": "0.5", "boolean": "yes", "object": [1],
          "array": "x"}
 MINIMAL = {"text": "x", "items": [{"text": "x"}], "task_id": "task_" + "0" * 32, "query": "q",
-           "memory_id": "mem_" + "0" * 32, "name_or_id": "Ada", "thread": "chat"}
+           "memory_id": "mem_" + "0" * 32, "name_or_id": "Ada", "thread": "chat",
+           "path": "/tmp"}
 
 
 def test_hostile_and_malformed_calls_are_refused_cleanly(settings, query_service):

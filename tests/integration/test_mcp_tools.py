@@ -110,7 +110,7 @@ async def test_the_whole_tool_set(client, settings, aredis):
      "text: give a new text, or metadata to change, or both; nothing was changed"),
     ("update_memory", {"memory_id": "mem_" + "0" * 32, "metadata": {"text": None}},
      "metadata: reserved key(s) text; rename them"),
-    ("ingest_path", {"path": "/etc"}, "ingest_path is off on this server: set "
+    ("ingest_path", {"path": "/etc"}, "path: ingest_path is off on this server; set "
      "ZAPOMNI_INGEST_ROOTS to the folders it may read"),
     ("ingest_path", {"path": ""}, "path: must not be empty"),
     ("ingest_path", {"path": "/x", "include": ["*"] * 51}, "include: too many items"),
