@@ -138,3 +138,21 @@ def test_a_run_stops_at_the_file_limit(tree):
     items = list(walk_files(tree, Selection(max_files=3)))
     assert [isinstance(i, Found) for i in items] == [True, True, True, False]
     assert items[-1].reason.startswith("over the limit of 3 files per run")
+
+
+@pytest.mark.parametrize(("rule", "source", "is_dir", "matched"), [
+    ("**/lamp.go", "code/lamp.go", False, True),
+    ("**/lamp.go", "lamp.go", False, True),
+    ("docs/**/*.html", "docs/a/b/page.html", False, True),
+    ("docs/**/*.html", "other/docs/page.html", False, False),
+    ("/code", "code", True, True),
+    ("/code", "x/code", True, False),
+    ("lamp.?s", "code/lamp.js", False, True),
+    ("lamp.[jt]s", "code/lamp.rs", False, False),
+    ("out/", "out", False, False),  # a file named like an ignored folder stays
+    ("\\#notes", "#notes", False, True),
+])
+def test_gitignore_patterns(rule, source, is_dir, matched):
+    from zapomni.shared.files import ignored, parse_gitignore
+
+    assert ignored(parse_gitignore(rule, ""), source, is_dir) is matched
