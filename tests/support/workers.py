@@ -94,8 +94,8 @@ async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
 
 
 class WorkerPool:
-    """Real ``python -m zapomni.workers`` processes with these settings (metrics off unless a port is
-    given), their output in one file; processes can be started, killed and replaced."""
+    """Real ``python -m zapomni.workers`` processes with these settings (metrics off unless a
+    port is given), their output in one file; processes can be started, killed and replaced."""
 
     def __init__(self, settings: Settings, out: IO[bytes], **env: str) -> None:
         self.env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0", **env}
