@@ -288,6 +288,15 @@ class SignalMatch(Lenient):
     score: float  # the signal's own score: cosine similarity, or full-text TF-IDF
 
 
+class MoreMatch(Lenient):
+    """A further match of a result's memory, past the per-memory cap (max_per_memory)."""
+
+    chunk_id: str
+    char_start: int
+    char_end: int
+    score: float
+
+
 class SearchHit(Lenient):
     memory_id: str
     chunk_id: str
@@ -305,6 +314,9 @@ class SearchHit(Lenient):
     # rank="memory": relevance, recency, frequency, importance, each with its weight and the
     # points it adds; the points sum to the score. Empty for rank="relevance"
     rank_parts: dict[str, RankPart] = {}
+    # the memory's further matches past the per-memory cap, best first (only on its best
+    # result): read them with get_memory and these offsets
+    more: list[MoreMatch] = []
 
 
 class SearchResponse(Lenient):

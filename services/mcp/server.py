@@ -227,7 +227,9 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         of entity rarities; min_score drops lower results. Each result says why it matched
         (each signal's rank and score; "context": the rank of the turn of the same thread
         next to it that lent it score), names the entities it mentions, and folds
-        overlapping chunks of one memory into the best (also_matched). filters (all optional):
+        overlapping chunks of one memory into the best (also_matched). One memory holds at
+        most 3 results (a setting): its further matches are listed under its best result
+        (more: chunk_id, char_start, char_end, score). filters (all optional):
         {"tags": [..] (any), "tags_all": [..], "source": "..", "after": "2026-01-01",
         "before": "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}.
         rank: "relevance" (default: the best match first) or "memory": the best matches

@@ -32,6 +32,7 @@ from zapomni.services.query.fusion import (
     collapse,
     fuse_ranks,
     fuse_scores,
+    share_page,
     single,
 )
 from zapomni.services.query.keyword import bm25, idf, stem, terms, tokenize
@@ -39,7 +40,7 @@ from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, re
 from zapomni.shared import cypher, metrics
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
-from zapomni.shared.messages import RankPart, SearchHit, SearchRequest, SearchResponse
+from zapomni.shared.messages import MoreMatch, RankPart, SearchHit, SearchRequest, SearchResponse
 from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,12 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: SearchRequest,
                         settings: Settings) -> list[SearchHit]:
     """The first ``limit`` candidates (by relevance, or re-scored: rank="memory") as hits,
-    with their memories' fields and the entities their passages name."""
+    with their memories' fields and the entities their passages name. At most
+    ``max_per_memory`` per memory: rank="memory" gives a memory's chunks the same recency,
+    frequency and importance, so its best by relevance stay its best after re-scoring and
+    capping first gives the final order's cap (and a pool of more memories)."""
     parts: dict[str, dict[str, RankPart]] = {}
+    kept = share_page(kept, settings.max_per_memory)
     if request.rank == "memory":
         pool = rank_pool(kept, request.limit)
         names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in pool]),
@@ -326,6 +331,8 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
         source=source or "", metadata=_decode_json(metadata or "{}"),
         created_at=iso_time(created), why=candidate.why, also_matched=candidate.also_matched,
         entities=entities or [], rank_parts=rank_parts or {},
+        more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],
+                        score=c.score) for c in candidate.more],
     )
 
 

@@ -89,7 +89,8 @@ async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
     from zapomni.services.mcp.front import Front
 
     # no graph built: the graph signal finds nothing and hybrid folds one list twice
-    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16, graph_auto=False)
+    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16, graph_auto=False,
+                             max_per_memory=0)  # no cap: every chunk is a result or folded
     text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
                     for i in range(40))
     from zapomni.services.query.app import build_app
@@ -111,6 +112,59 @@ async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
     # result or folded into exactly one, counted once however often search folds the list
     assert len(hits) < 20 and chunks > len(hits)
     assert sum(h.also_matched for h in hits) == chunks - len(hits)
+
+
+CRANES = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
+                  for i in range(40))
+SMALL = ["The harbour crane broke down while loading a ship.",
+         "A container ship waited a day at the harbour for its crane.",
+         "Blue cranes load containers onto ships in the port.",
+         "The ship's containers were lifted ashore by two cranes."]
+
+
+async def search_with(settings, query: str, limit: int = 10):
+    from tests.support.servers import ThreadedServer
+    from zapomni.services.mcp.front import Front
+    from zapomni.services.query.app import build_app
+
+    port = int(settings.query_url.rsplit(":", 1)[1])
+    with ThreadedServer(build_app(settings), port=port):
+        front = Front(settings)
+        try:
+            return await search(front, query, limit=limit)
+        finally:
+            await front.aclose()
+
+
+async def test_one_big_memory_holds_at_most_three_results_and_lists_the_rest(settings,
+                                                                             falkordb_url):
+    from tests.conftest import make_settings
+    from zapomni.services.mcp.front import Front
+
+    capped = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=0, graph_auto=False)
+    front = Front(capped)
+    try:
+        big = (await ops.add_memory(front, decode_add_memory(CRANES, None, None))).memory_id
+        small = {(await ops.add_memory(front, decode_add_memory(t, None, None))).memory_id
+                 for t in SMALL}
+        await run_workers(capped)
+    finally:
+        await front.aclose()
+    query = "crane lifting a container onto the blue ship in the harbour"
+    uncapped = await search_with(make_settings(falkordb_url, max_per_memory=0), query)
+    assert sum(h.memory_id == big for h in uncapped) > 3  # without the cap it fills the page
+    hits = await search_with(capped, query)
+    held = [h for h in hits if h.memory_id == big]
+    assert len(held) == 3 and {h.memory_id for h in hits} == small | {big}
+    assert len(hits) == 7  # every memory found; nothing else to show
+    listed = held[0].more  # the big memory's further matches, under its best result
+    assert listed and all(not h.more for h in hits if h is not held[0])
+    assert [m.score for m in listed] == sorted((m.score for m in listed), reverse=True)
+    assert max(m.score for m in listed) <= min(h.score for h in held)
+    shown = {h.chunk_id for h in hits}
+    for match in listed:
+        assert match.chunk_id not in shown and match.chunk_id.startswith(big)
+        assert "container" in CRANES[match.char_start:match.char_end]
 
 
 async def test_repeated_queries_hit_the_embedding_cache(front, notes, aredis):

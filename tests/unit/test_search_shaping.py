@@ -118,6 +118,20 @@ def test_one_memory_holds_at_most_the_cap_and_lists_the_rest_under_its_best():
     assert all(not c.more for c in ranked)  # the candidates themselves are left as they are
 
 
+def test_a_hit_lists_its_memorys_further_matches_with_their_offsets():
+    ranked = single("vector", [(row("big", i, 100 * i, 100 * i + 90), 0.9 - i / 10)
+                               for i in range(5)])
+    hit = shape_hit(share_page(ranked, 2)[0], [[], "", "{}", 0.0])
+    assert [(m.chunk_id, m.char_start, m.char_end, m.score) for m in hit.more] == [
+        ("big:2", 200, 290, 0.7), ("big:3", 300, 390, 0.6), ("big:4", 400, 490, 0.5)]
+    assert shape_hit(share_page(ranked, 2)[1], [[], "", "{}", 0.0]).more == []
+
+
+def test_max_per_memory_is_a_bounded_setting():
+    assert Settings.from_env(environ={}).max_per_memory == 3
+    assert Settings.from_env(environ={"ZAPOMNI_MAX_PER_MEMORY": "0"}).max_per_memory == 0
+
+
 def test_keyword_query_is_only_ever_words():
     assert terms("What is the capital of Australia?") == ["capital", "australia"]
     hostile = '@text:{x} -"drop" | * (a|b) ~c %d% $p 1999 Ünïcode'
