@@ -34,13 +34,20 @@ def clean_name(text: str) -> str:
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
+_INITIALS = re.compile(r"\b\w(?: \w\b)+")
+
+
 def entity_key(name: str) -> str:
     """What makes two mentions one entity: the cleaned name, case-folded, with every run of
     punctuation or space inside it read as one space ("Junio C. Hamano" = "junio c hamano" =
-    "Junio C Hamano"; "Jean-Luc" = "jean luc"). The type is not part of it — the small model
-    calls one name PERSON here and ORG there; the entity's type is the one most of its
-    mentions have (cypher.REPLACE_CONTRIBUTIONS)."""
-    return _NOT_WORD.sub(" ", clean_name(name).casefold()).strip()
+    "Junio C Hamano"; "Jean-Luc" = "jean luc"), and initials written apart written together
+    ("J.R.R. Tolkien" = "J. R. R. Tolkien" = "JRR Tolkien" = "jrr tolkien"). Initials are
+    not matched to full names: "J. Hamano" may be Junio or another Hamano, and a wrong
+    merge joins two people's relations, which is worse than a missed one. The type is not
+    part of the key — the small model calls one name PERSON here and ORG there; the
+    entity's type is the one most of its mentions have (cypher.REPLACE_CONTRIBUTIONS)."""
+    key = _NOT_WORD.sub(" ", clean_name(name).casefold()).strip()
+    return _INITIALS.sub(lambda run: run.group().replace(" ", ""), key)
 
 
 def entity_id(key: str) -> str:
