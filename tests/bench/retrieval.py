@@ -1,7 +1,7 @@
 """Retrieval benchmark on public data (../shared/data), through the product's own paths.
 
     ./dev bench retrieval [--datasets scifact locomo hotpotqa musique] [--workers 2]
-                          [--ollama URL --ollama-model NAME]
+                          [--ollama URL --ollama-model NAME] [--max-per-memory 0 3]
 
 Documents go in through the front's code path (validation, task records, the arq queue) and
 real worker processes; every query goes through the query service over HTTP in each mode.
@@ -234,27 +234,38 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     await reset(client)
     await client.aclose()
     rows = []
+    for name in args.datasets:
+        docs, queries = LOADERS[name]()
+        owners, seconds, graphed = await ingest(settings, docs, args.workers)
+        print(f"{name}: {len(docs)} docs searchable in {seconds:.1f}s, entities "
+              f"extracted in {graphed:.1f}s", flush=True)
+        for cap in args.max_per_memory:
+            capped = msgspec.structs.replace(settings, max_per_memory=cap)
+            for row in await search_modes(args, capped, name, queries, owners):
+                rows.append({**row, "ingest_s": round(seconds, 1), "graph_s": round(graphed, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
+                       queries: list[Query], owners: dict) -> list[dict]:
+    """Every mode's scores on one data set, through a query service with ``settings`` (and
+    one with the graph's weight 0, for hybrid-no-graph)."""
+    rows = []
     plain = msgspec.structs.replace(settings, weight_graph=0.0)
-    with ThreadedServer(build_app(settings), port=query_port) as server, \
+    with ThreadedServer(build_app(settings), port=free_port()) as server, \
             ThreadedServer(build_app(plain), port=free_port()) as no_graph:
         async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http, \
                 httpx2.AsyncClient(base_url=no_graph.url, timeout=60) as http_no_graph:
-            for name in args.datasets:
-                docs, queries = LOADERS[name]()
-                owners, seconds, graphed = await ingest(settings, docs, args.workers)
-                print(f"{name}: {len(docs)} docs searchable in {seconds:.1f}s, entities "
-                      f"extracted in {graphed:.1f}s", flush=True)
-                for mode in args.modes:
-                    client = http_no_graph if mode.endswith(NO_GRAPH) else http
-                    ranked, latencies, scores = await search_all(client, queries, mode, owners)
-                    if args.dump:
-                        dump(args.dump, name, mode, queries, ranked, scores)
-                    rows.append({"dataset": name, "mode": mode, "queries": len(queries),
-                                 **score(name, queries, ranked),
-                                 "p50_ms": percentile(latencies, 0.5),
-                                 "p95_ms": percentile(latencies, 0.95),
-                                 "ingest_s": round(seconds, 1), "graph_s": round(graphed, 1)})
-                    print(json.dumps(rows[-1]), flush=True)
+            for mode in args.modes:
+                client = http_no_graph if mode.endswith(NO_GRAPH) else http
+                ranked, latencies, scores = await search_all(client, queries, mode, owners)
+                if args.dump:
+                    dump(args.dump, name, mode, queries, ranked, scores)
+                rows.append({"dataset": name, "mode": mode, "cap": settings.max_per_memory,
+                             "queries": len(queries), **score(name, queries, ranked),
+                             "p50_ms": percentile(latencies, 0.5),
+                             "p95_ms": percentile(latencies, 0.95)})
     return rows
 
 
@@ -309,6 +320,9 @@ async def main() -> None:
     parser.add_argument("--dump", type=Path, help="write each query's ranking here (JSON)")
     parser.add_argument("--weight-graph", type=float, help="override ZAPOMNI_WEIGHT_GRAPH")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--max-per-memory", nargs="+", type=int,
+                        default=[Settings().max_per_memory],
+                        help="ZAPOMNI_MAX_PER_MEMORY; several: each on the same ingest")
     args = parser.parse_args()
     async with cached_store() as url:
         rows = await run(args, url)

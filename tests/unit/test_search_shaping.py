@@ -118,6 +118,20 @@ def test_one_memory_holds_at_most_the_cap_and_lists_the_rest_under_its_best():
     assert all(not c.more for c in ranked)  # the candidates themselves are left as they are
 
 
+def test_the_cap_keeps_the_order_in_which_memories_first_appear():
+    # so a ranking of memories (one document per memory, as in the retrieval benchmark)
+    # is the same with and without the cap; the cap only brings more memories into a page
+    memories = "abcabbbbdaaaec"
+    ranked = [Candidate(row=row(m, i, 100 * i, 100 * i + 90)) for i, m in enumerate(memories)]
+    first = list(dict.fromkeys(c.memory_id for c in ranked))
+    for cap in (1, 2, 3):
+        page = share_page(ranked, cap)
+        assert list(dict.fromkeys(c.memory_id for c in page)) == first
+        assert max(sum(c.memory_id == m for c in page) for m in first) == cap
+    assert [c.row[1] for c in share_page(ranked, 2)[:6]] == ["a:0", "b:1", "c:2", "a:3", "b:4",
+                                                            "d:8"]
+
+
 def test_a_hit_lists_its_memorys_further_matches_with_their_offsets():
     ranked = single("vector", [(row("big", i, 100 * i, 100 * i + 90), 0.9 - i / 10)
                                for i in range(5)])
