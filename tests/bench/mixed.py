@@ -13,8 +13,8 @@ LoCoMo conversation conv-30's questions (R@10, categories 1-4) in every mode:
   none over 250k characters (smaller than the joined memory), a bounded subset: the machine
   holds ~47 MB compressed, too much to embed and read for entities here;
 - ``joined``: as ``separate``, but half of the HotpotQA paragraphs (a seeded choice) joined
-  into one big memory on the questions' own topics. A hit in it counts as the paragraph its
-  span overlaps most, so the same text scores as it would as separate memories.
+  into one big memory on the questions' own topics. A hit in it counts as the paragraphs
+  at least half inside its span (else the one it overlaps most): what the agent reads.
 
 Each namespace is asked through one query service per cap (ZAPOMNI_MAX_PER_MEMORY). Besides
 quality, each row says how many of the top 10 results the namespace's biggest memory, and the
@@ -127,11 +127,14 @@ def namespaces(base: list[Doc], logs: list[Doc]
     return docs, spans
 
 
-def doc_at(spans: list[tuple[int, int, str]], start: int, end: int) -> str:
-    """The paragraph of the joined memory that a hit's span overlaps most."""
+def docs_at(spans: list[tuple[int, int, str]], start: int, end: int) -> list[str]:
+    """The paragraphs of the joined memory that a hit shows: those at least half inside its
+    span, in order, or else the one it overlaps most (a chunk of ~250 tokens holds two or
+    three HotpotQA paragraphs, and the agent reads them all)."""
     i = max(0, bisect.bisect_right(spans, (start, float("inf"), "")) - 1)
-    near = spans[max(0, i - 1): i + 3]
-    return max(near, key=lambda s: min(end, s[1]) - max(start, s[0]))[2]
+    near = [(min(end, s[1]) - max(start, s[0]), s) for s in spans[max(0, i - 1): i + 8]]
+    inside = [s[2] for overlap, s in near if overlap * 2 >= s[1] - s[0]]
+    return inside or [max(near)[1][2]]
 
 
 def hit_docs(hits: list[SearchHit], owners: dict, namespace: str,
@@ -139,7 +142,8 @@ def hit_docs(hits: list[SearchHit], owners: dict, namespace: str,
     docs: dict[str, None] = {}
     for hit in hits:
         if hit.memory_id == joined_id:
-            docs.setdefault(doc_at(spans, hit.char_start, hit.char_end))
+            for doc in docs_at(spans, hit.char_start, hit.char_end):
+                docs.setdefault(doc)
         else:
             for doc in owners[(namespace, hit.memory_id)]:
                 docs.setdefault(doc)
