@@ -1,9 +1,27 @@
 """Chunking: semantic-text-splitter sized in tokens of the embedder's tokenizer, with overlap,
-keeping each chunk's character offsets into the memory's text."""
+keeping each chunk's character offsets into the memory's text and the lines they span.
+
+Source code (a memory whose metadata names a ``language`` in ``LANGUAGES``) is split with
+``CodeSplitter`` on its tree-sitter syntax tree: a chunk ends where a function, class or
+block ends whenever one fits, instead of in the middle of one. Anything else, an unknown
+language included, goes through ``TextSplitter`` (paragraphs, sentences, words).
+"""
 
 from __future__ import annotations
 
-from semantic_text_splitter import TextSplitter
+import bisect
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import tree_sitter_go
+import tree_sitter_java
+import tree_sitter_javascript
+import tree_sitter_python
+import tree_sitter_rust
+import tree_sitter_typescript
+from semantic_text_splitter import CodeSplitter, TextSplitter
 from tokenizers import Tokenizer
 
 from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
@@ -11,6 +29,21 @@ from zapomni.shared.messages import ChunkSpan
 from zapomni.shared.settings import Settings
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded
+
+# metadata "language" -> the grammar's loader (the PyPI grammar packages, MIT)
+LANGUAGES: dict[str, Callable[[], Any]] = {
+    "python": tree_sitter_python.language,
+    "javascript": tree_sitter_javascript.language,
+    "typescript": tree_sitter_typescript.language_typescript,
+    "tsx": tree_sitter_typescript.language_tsx,
+    "go": tree_sitter_go.language,
+    "rust": tree_sitter_rust.language,
+    "java": tree_sitter_java.language,
+}
+ALIASES = {"py": "python", "js": "javascript", "jsx": "javascript", "mjs": "javascript",
+           "cjs": "javascript", "ts": "typescript", "golang": "go", "rs": "rust"}
+_NEWLINE = re.compile("\n")
+_decode_json = msgspec.json.Decoder().decode
 
 
 def chunk_budget(settings: Settings) -> int:
@@ -21,23 +54,63 @@ def chunk_budget(settings: Settings) -> int:
     return min(settings.chunk_tokens, MAX_TOKENS)
 
 
+def code_language(metadata_json: str) -> str:
+    """The grammar a memory's metadata asks for ("language", any case, or a usual file
+    extension such as "py"), or "" when it names none the workers know."""
+    try:
+        metadata = _decode_json(metadata_json)
+    except msgspec.DecodeError:
+        return ""
+    language = metadata.get("language") if isinstance(metadata, dict) else None
+    if not isinstance(language, str):
+        return ""
+    language = language.strip().lower()
+    language = ALIASES.get(language, language)
+    return language if language in LANGUAGES else ""
+
+
 class Chunker:
-    """A loaded tokenizer and the splitter built on it (both are Rust objects, reused)."""
+    """A loaded tokenizer and the splitters built on it: one for text and one per language
+    (Rust objects, built once at start-up and reused by every job)."""
 
     def __init__(self, chunk_tokens: int, overlap: int) -> None:
         capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
         overlap = max(0, min(overlap, capacity // 2 - 1))  # must stay below the minimum size
         self.tokenizer: Tokenizer = load_tokenizer()
         self.capacity = capacity
+        sizing = (capacity // 2, capacity)
         self._splitter = TextSplitter.from_huggingface_tokenizer(
-            self.tokenizer, (capacity // 2, capacity), overlap=overlap, trim=True
-        )
+            self.tokenizer, sizing, overlap=overlap, trim=True)
+        self._code = {
+            name: CodeSplitter.from_huggingface_tokenizer(
+                grammar(), self.tokenizer, sizing, overlap=overlap, trim=True)
+            for name, grammar in LANGUAGES.items()
+        }
 
-    def split(self, text: str) -> list[ChunkSpan]:
-        pieces = self._splitter.chunk_indices(text)
+    def split(self, text: str, language: str = "") -> list[ChunkSpan]:
+        """``language``: a key of LANGUAGES (see code_language); anything else is text."""
+        splitter = self._code.get(language, self._splitter)
+        pieces = splitter.chunk_indices(text)
         counts = self.tokenizer.encode_batch([p for _, p in pieces], add_special_tokens=False)
-        return [
-            ChunkSpan(idx=i, text=piece, char_start=start, char_end=start + len(piece),
-                      tokens=len(enc.ids))
-            for i, ((start, piece), enc) in enumerate(zip(pieces, counts, strict=True))
-        ]
+        lines = Lines(text)
+        spans = []
+        for i, ((start, piece), enc) in enumerate(zip(pieces, counts, strict=True)):
+            end = start + len(piece)
+            first, last = lines.span(start, end)
+            spans.append(ChunkSpan(idx=i, text=piece, char_start=start, char_end=end,
+                                   tokens=len(enc.ids), start_line=first, end_line=last))
+        return spans
+
+
+class Lines:
+    """Where a text's lines start: the 1-based line of any character offset."""
+
+    def __init__(self, text: str) -> None:
+        self._newlines = [m.start() for m in _NEWLINE.finditer(text)]
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_left(self._newlines, offset) + 1
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The first and last line (inclusive) of the characters ``start:end``."""
+        return self.line_of(start), self.line_of(max(start, end - 1))

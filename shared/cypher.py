@@ -69,7 +69,8 @@ MATCH (m:Memory {id: $memory_id})
 UNWIND $rows AS r
 MERGE (c:Chunk {id: r.id})
 SET c.memory_id = $memory_id, c.idx = r.idx, c.text = r.text, c.char_start = r.char_start,
-    c.char_end = r.char_end, c.tokens = r.tokens, c.embedding = vecf32(r.vec)
+    c.char_end = r.char_end, c.tokens = r.tokens, c.start_line = r.start_line,
+    c.end_line = r.end_line, c.embedding = vecf32(r.vec)
 MERGE (m)-[:HAS_CHUNK]->(c)
 """
 
@@ -275,6 +276,7 @@ def visible_params(superseded: bool = False) -> dict[str, object]:
 
 _FILTER = VISIBLE + """
 AND ($source IS NULL OR m.source = $source)
+AND ($source_prefix IS NULL OR m.source STARTS WITH $source_prefix)
 AND ($tags IS NULL OR any(t IN m.tags WHERE t IN $tags))
 AND ($tags_all IS NULL OR all(t IN $tags_all WHERE t IN m.tags))
 AND ($meta_kv IS NULL OR all(kv IN $meta_kv WHERE kv IN m.meta_kv))
@@ -345,6 +347,12 @@ CONTEXT_HITS = (
     "WHERE c.idx = CASE WHEN w[1] THEN m.chunk_count - 1 ELSE 0 END AND " + _FILTER
     + "WITH m, c, 0.0 AS score" + _RETURN_HIT
 )
+
+# the lines the kept hits span (null for chunks written before lines were recorded)
+CHUNK_LINES = """
+UNWIND $ids AS id MATCH (c:Chunk {id: id})
+RETURN c.id, c.start_line, c.end_line
+"""
 
 MEMORY_FIELDS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})

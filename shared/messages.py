@@ -77,6 +77,8 @@ class SearchFilters(Base):
     tags: Annotated[list[Tag], Meta(max_length=100)] | None = None  # any of them
     tags_all: Annotated[list[Tag], Meta(max_length=100)] | None = None  # all of them
     source: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
+    # every source that starts with it: "src/app/" matches "src/app/x.py"
+    source_prefix: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     after: float | None = None  # unix seconds, from an ISO-8601 date or datetime
     before: float | None = None
     metadata: Annotated[dict[str, Scalar], Meta(max_length=20)] | None = None  # equality
@@ -85,8 +87,9 @@ class SearchFilters(Base):
 
     @property
     def active(self) -> bool:
-        return any(v is not None for v in (self.tags, self.tags_all, self.source, self.after,
-                                           self.before, self.metadata))
+        return any(v is not None for v in (self.tags, self.tags_all, self.source,
+                                           self.source_prefix, self.after, self.before,
+                                           self.metadata))
 
 
 class SearchRequest(Base):
@@ -170,6 +173,10 @@ class ChunkSpan(Lenient):
     char_start: int
     char_end: int
     tokens: int
+    # 1-based lines of the memory's text the chunk spans, inclusive (0: not computed, a
+    # part job written before lines were)
+    start_line: int = 0
+    end_line: int = 0
 
 
 class PartJob(Job):
@@ -308,6 +315,10 @@ class SearchHit(Lenient):
     source: str
     metadata: dict[str, Any]
     created_at: str
+    # the lines of the memory's text the passage spans (1-based, inclusive): for source
+    # code, where in the file it is. Null for memories stored before lines were recorded
+    start_line: int | None = None
+    end_line: int | None = None
     why: dict[str, SignalMatch] = {}  # which signals found it, and where they ranked it
     also_matched: int = 0  # other overlapping chunks of this memory that matched, folded in
     entities: list[str] = []  # the named things this passage mentions

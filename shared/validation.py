@@ -39,7 +39,7 @@ RESERVED_METADATA_KEYS = frozenset(
     {"id", "memory_id", "chunk_id", "namespace", "text", "content_hash", "created_at",
      "chunk_count", "status", "score"}
 )
-FILTER_KEYS = ("tags", "tags_all", "source", "after", "before", "metadata",
+FILTER_KEYS = ("tags", "tags_all", "source", "source_prefix", "after", "before", "metadata",
                "include_superseded")
 MAX_MEMORY_TYPE_CHARS = 64
 MAX_EXPIRY_SECONDS = 100 * 365 * 86400  # expires_at as seconds from now: at most 100 years

@@ -19,6 +19,7 @@ import logging
 import time
 
 from zapomni.shared import metrics, tasks
+from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace
 from zapomni.shared.messages import ChunkSpan, IngestJob, PartJob
@@ -47,7 +48,8 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
         if not await begin(res, ctx, run, job):
             return run.outcome
         with metrics.STAGE_SECONDS.labels("chunk").time():
-            chunks = await asyncio.to_thread(res.chunker.split, job.text)
+            chunks = await asyncio.to_thread(res.chunker.split, job.text,
+                                             code_language(job.metadata_json))
         parts = split_parts(chunks, res.settings.part_chunks)
         await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
                          message=f"{len(chunks)} chunks in {len(parts)} part(s)")

@@ -66,7 +66,8 @@ async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan
                        vectors: np.ndarray) -> None:
     rows = [
         {"id": chunk_id(memory_id, c.idx), "idx": c.idx, "text": c.text,
-         "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens, "vec": vec}
+         "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens,
+         "start_line": c.start_line or None, "end_line": c.end_line or None, "vec": vec}
         for c, vec in zip(chunks, to_params(vectors), strict=True)
     ]
     await run(graph, cypher.MERGE_CHUNKS, {"memory_id": memory_id, "rows": rows}, "chunks")

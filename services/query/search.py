@@ -75,9 +75,9 @@ def meta_pairs(metadata: dict[str, Any] | None) -> list[str] | None:
 
 def filter_params(request: SearchRequest) -> dict[str, Any]:
     f = request.filters
-    return {"tags": f.tags, "tags_all": f.tags_all, "source": f.source, "after": f.after,
-            "before": f.before, "meta_kv": meta_pairs(f.metadata), **cypher.visible_params(
-                f.include_superseded)}
+    return {"tags": f.tags, "tags_all": f.tags_all, "source": f.source,
+            "source_prefix": f.source_prefix, "after": f.after, "before": f.before,
+            "meta_kv": meta_pairs(f.metadata), **cypher.visible_params(f.include_superseded)}
 
 
 async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
@@ -134,14 +134,19 @@ async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: Searc
     kept = share_page(kept, settings.max_per_memory)
     if request.rank == "memory":
         pool = rank_pool(kept, request.limit)
-        names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in pool]),
-                                             read_memories(graph, pool))
+        chunk_ids = [c.row[1] for c in pool]
+        names, lines, fields = await asyncio.gather(
+            passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
+            read_memories(graph, pool))
         kept, parts = rank_by_memory(pool, fields, request, settings)
     else:
         kept = kept[:request.limit]
-        names, fields = await asyncio.gather(passage_entities(graph, [c.row[1] for c in kept]),
-                                             memory_fields(graph, [c.memory_id for c in kept]))
-    return [shape_hit(c, fields[c.memory_id], names.get(c.row[1], []), parts.get(c.row[1], {}))
+        chunk_ids = [c.row[1] for c in kept]
+        names, lines, fields = await asyncio.gather(
+            passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
+            memory_fields(graph, [c.memory_id for c in kept]))
+    return [shape_hit(c, fields[c.memory_id], names.get(c.row[1], []), parts.get(c.row[1], {}),
+                      lines.get(c.row[1], (None, None)))
             for c in kept if c.memory_id in fields]
 
 
@@ -303,6 +308,16 @@ async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, l
     return {row[0]: row[1:] for row in rows}
 
 
+async def chunk_lines(graph: AsyncGraph, chunk_ids: list[str]
+                      ) -> dict[str, tuple[int | None, int | None]]:
+    """The lines each kept chunk spans (stored at ingest: reading them from the memory's
+    text here would read up to the whole text per hit)."""
+    if not chunk_ids:
+        return {}
+    rows = await run(graph, cypher.CHUNK_LINES, {"ids": chunk_ids}, read_only=True)
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
     """The query's vector, from the Redis cache (model + text hash) when it is there."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -322,18 +337,25 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
 
 
 def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | None = None,
-              rank_parts: dict[str, RankPart] | None = None) -> SearchHit:
+              rank_parts: dict[str, RankPart] | None = None,
+              lines: tuple[int | None, int | None] = (None, None)) -> SearchHit:
     memory_id, chunk_id, text, _, start, end = candidate.row
     tags, source, metadata, created = fields[:4]
+    first, last = lines
     return SearchHit(
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), why=candidate.why, also_matched=candidate.also_matched,
+        created_at=iso_time(created), start_line=to_int(first), end_line=to_int(last),
+        why=candidate.why, also_matched=candidate.also_matched,
         entities=entities or [], rank_parts=rank_parts or {},
         more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],
                         score=c.score) for c in candidate.more],
     )
+
+
+def to_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def iso_time(ts: float | None) -> str:

@@ -105,11 +105,14 @@ GOOD_METADATA = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "source": st.text(max_size=50), "lang": st.sampled_from(["en", "de"])}))
 GOOD_FILTERS = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "tags": st.lists(st.text(min_size=1, max_size=20), max_size=3),
-    "source": st.text(max_size=20), "after": st.just("2020-01-01")}))
+    "source": st.text(max_size=20), "source_prefix": st.text(min_size=1, max_size=20),
+    "after": st.just("2020-01-01")}))
 BAD_FILTERS = st.one_of(
     st.fixed_dictionaries({}, optional={
         "tags": st.lists(strings(20), max_size=3), "tags_all": st.lists(strings(20), max_size=3),
-        "source": strings(), "after": st.one_of(strings(), st.integers()),
+        "source": strings(), "source_prefix": st.one_of(strings(), st.just("p" * 513),
+                                                         WRONG_TYPES),
+        "after": st.one_of(strings(), st.integers()),
         "before": st.one_of(strings(), st.integers()),
         "metadata": st.dictionaries(strings(12), json_values(3), max_size=3),
         "bogus": strings()}),

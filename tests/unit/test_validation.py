@@ -119,8 +119,15 @@ def test_search_filters():
     assert f.active and f.tags == ["a"] and f.source == "s"
     assert f.after == 1767225600.0 and f.before == 1800000000.0
     assert error_of(decode_search, "q", 5, {"colour": "red"}, None) == \
-        "filters: unknown key(s) colour; known: tags, tags_all, source, after, before, " \
-        "metadata, include_superseded"
+        "filters: unknown key(s) colour; known: tags, tags_all, source, source_prefix, " \
+        "after, before, metadata, include_superseded"
+    assert decode_search("q", 5, {"source_prefix": "src/app/"}, None).filters.active
+    assert error_of(decode_search, "q", 5, {"source_prefix": "s" * 513}, None) == \
+        "filters.source_prefix: too long (at most 512 characters)"
+    assert error_of(decode_search, "q", 5, {"source_prefix": ""}, None) == \
+        "filters.source_prefix: must not be empty"
+    assert error_of(decode_search, "q", 5, {"source_prefix": 3}, None) == \
+        "filters.source_prefix: expected a string or null, got an integer"
     assert error_of(decode_search, "q", 5, {"after": "yesterday"}, None).startswith(
         "filters.after: expected an ISO-8601 date")
     assert error_of(decode_search, "q", 5, {"tags": "a"}, None) == \
