@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from zapomni.shared.embed_onnx import load_tokenizer
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.messages import ContextRequest, HistoryRequest, MemoryId
-from zapomni.shared.validation import check_namespace, convert, json_kind
+from zapomni.shared.validation import check_namespace, convert, decode_filters, json_kind
 
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
 MAX_CURSOR_CHARS = 200
@@ -87,7 +87,7 @@ def decode_history(thread: Any, namespace: Any, limit: Any, before: Any) -> Hist
 
 
 def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
-                   history_turns: Any, memories: Any) -> ContextRequest:
+                   history_turns: Any, memories: Any, filters: Any = None) -> ContextRequest:
     """build_context's arguments -> ContextRequest (the query stripped, as search's is)."""
     if isinstance(query, str):
         query = query.strip()
@@ -100,4 +100,5 @@ def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
                         ("memories", memories)):
         if value is not None:
             data[name] = value
-    return convert(data, ContextRequest)
+    return msgspec.structs.replace(convert(data, ContextRequest),
+                                   filters=decode_filters(filters))

@@ -561,6 +561,7 @@ class ContextRequest(Base):
     token_budget: Annotated[int, Meta(ge=100, le=100_000)] = 2000
     history_turns: Annotated[int, Meta(ge=0, le=100)] = 16
     memories: Annotated[int, Meta(ge=0, le=50)] = 8
+    filters: SearchFilters = SearchFilters()  # which memories may be shown (not the history)
 
 
 class Turn(Lenient):

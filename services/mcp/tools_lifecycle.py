@@ -38,8 +38,8 @@ def add_lifecycle_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         with the task_id to follow). limit: 1-200 per page. next_cursor: pass it as cursor
         for the next page (null on the last); pages stay stable while memories are added.
         Expired memories and older versions of updated ones are left out, as in search.
-        filters: as search_memory's ({"tags", "tags_all", "source", "after", "before",
-        "metadata", "include_superseded"})."""
+        filters: as search_memory's ({"tags", "tags_all", "source", "source_prefix",
+        "after", "before", "metadata", "include_superseded"})."""
         with tool_call("list_memories"):
             request = decode_listing(namespace, filters, limit, cursor, order)
             return plain(await live["front"].query.call("/v1/list", request, MemoryPage))

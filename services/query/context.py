@@ -140,7 +140,8 @@ async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settin
     if not request.memories:
         return []
     search = SearchRequest(query=request.query, namespace=request.namespace,
-                           limit=search_limit(request, widest), rank=RANK)
+                           limit=search_limit(request, widest), rank=RANK,
+                           filters=request.filters)
     return (await search_memory(store, embedder, redis, settings, search)).results
 
 

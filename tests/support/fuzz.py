@@ -180,7 +180,8 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                       "token_budget": (st.integers(100, 100_000), st.one_of(
                           st.integers(-5, 99), st.integers(100_001, 10**12), WRONG_TYPES)),
                       "history_turns": (st.integers(0, 100), LIMIT[1]),
-                      "memories": (st.integers(0, 50), LIMIT[1])},
+                      "memories": (st.integers(0, 50), LIMIT[1]),
+                      "filters": (GOOD_FILTERS, BAD_FILTERS)},
 }
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
