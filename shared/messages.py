@@ -287,6 +287,38 @@ class TaskRecord(Lenient):
     files: str = ""  # files tasks: a FileCounts as JSON
 
 
+class TaskProgress(Lenient):
+    done: int
+    total: int
+    percent: float  # 0-100
+
+
+class TaskStatus(Lenient):
+    """A task as graph_status and cancel_task answer it (services/mcp/task_status.py)."""
+
+    task_id: str
+    kind: str
+    namespace: str
+    state: str
+    memory_id: str | None
+    progress: TaskProgress
+    created_at: str | None  # ISO-8601, UTC
+    started_at: str | None
+    finished_at: str | None
+    seconds: float | None
+    worker: str | None
+    attempts: int
+    message: str | None
+    error: str | None
+    # ingest tasks: the graph task that extracts their entities
+    graph_task_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    # graph tasks: chunks/s, seconds left while running, what they created
+    rate_chunks_per_s: float | msgspec.UnsetType = msgspec.UNSET
+    eta_seconds: float | None | msgspec.UnsetType = msgspec.UNSET
+    entities_created: int | msgspec.UnsetType = msgspec.UNSET
+    relations_created: int | msgspec.UnsetType = msgspec.UNSET
+
+
 # ---- query service (JSON) -------------------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -25,25 +24,31 @@ from starlette.responses import JSONResponse, Response
 
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.arguments import ArgumentErrors
+from zapomni.services.mcp.conventions import ADD, DESTRUCTIVE, READ, batch_spec, tool_spec
 from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.task_status import shape_task
 from zapomni.services.mcp.tools_context import add_context_tools
-from zapomni.services.mcp.tools_files import add_files_tools, files_fields
+from zapomni.services.mcp.tools_files import add_files_tools
 from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
 from zapomni.shared import metrics
 from zapomni.shared.entities import ENTITY_TYPES
 from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
 from zapomni.shared.messages import (
+    AddReceipt,
     BuildGraph,
+    DeleteReceipt,
     EntityDetail,
     EntityList,
     EntityRef,
     EntitySearch,
     MemoryRecord,
     MemoryRef,
+    Refused,
     SearchResponse,
     Stats,
     StatsRequest,
-    TaskRecord,
+    TaskReceipt,
+    TaskStatus,
 )
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import (
@@ -97,44 +102,6 @@ def plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def iso(ts: float) -> str | None:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts else None
-
-
-def shape_task(record: TaskRecord) -> dict[str, Any]:
-    end = record.finished_at or (record.heartbeat_at if record.state == "running" else 0)
-    done = min(record.done, record.total) if record.total else record.done
-    percent = round(100 * done / record.total, 1) if record.total else 0.0
-    return {
-        "task_id": record.task_id, "kind": record.kind, "namespace": record.namespace,
-        "state": record.state, "memory_id": record.memory_id or None,
-        "progress": {"done": done, "total": record.total, "percent": percent},
-        "created_at": iso(record.created_at), "started_at": iso(record.started_at),
-        "finished_at": iso(record.finished_at),
-        "seconds": round(end - record.started_at, 3) if record.started_at and end else None,
-        "worker": record.worker or None, "attempts": record.attempts,
-        "message": record.message or None, "error": record.error or None,
-    } | graph_fields(record)
-
-
-def graph_fields(record: TaskRecord) -> dict[str, Any]:
-    """Graph tasks: chunks/s, seconds left and what they created; ingest tasks: the entity
-    extraction that follows them."""
-    if record.kind == "ingest":
-        return {"graph_task_id": record.graph_task_id or None}
-    if record.kind == "files":
-        return files_fields(record)
-    if record.kind != "graph":
-        return {}
-    elapsed = (record.heartbeat_at or time.time()) - record.started_at \
-        if record.started_at else 0.0
-    rate = record.done / elapsed if elapsed > 0 and record.done else 0.0
-    left = max(0, record.total - record.done)
-    eta = round(left / rate, 1) if rate and record.state == "running" else None
-    return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta,
-            "entities_created": record.entities, "relations_created": record.relations}
-
-
 def check_auth(settings: Settings) -> TokenVerifier | None:
     """JWTs from an identity provider (production), else the one shared token, else none
     (loopback only: ``check_mcp_bind`` refuses any other address without one of the two)."""
@@ -178,7 +145,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
 
 
 def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    @mcp.tool
+    @mcp.tool(**tool_spec(ADD, AddReceipt, Refused))
     async def add_memory(text: str, metadata: dict[str, Any] | None = None,
                          namespace: str | None = None) -> dict[str, Any]:
         """Remember a text (1 to 10,000,000 characters). Returns at once with memory_id and
@@ -193,7 +160,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             memory = decode_add_memory(text, metadata, namespace)
             return plain(await ops.add_memory(live["front"], memory))
 
-    @mcp.tool
+    @mcp.tool(**batch_spec(ADD, "results", AddReceipt, Refused))
     async def add_memories(items: list[dict[str, Any]],
                            namespace: str | None = None) -> dict[str, Any]:
         """Remember several texts in one call: items is a list of {"text", "metadata"?}
@@ -204,7 +171,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             memories = decode_batch(items, namespace)
             return {"results": plain(await ops.add_memories(live["front"], memories))}
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, TaskStatus))
     async def graph_status(task_id: str) -> dict[str, Any]:
         """State of any task (ingest, delete, graph or files): queued, running, done, failed
         or cancelled, with progress (ingest: parts; graph: chunks read; files: files done of
@@ -213,9 +180,10 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         entities and relations created; ingest tasks name the graph_task_id that extracts
         their entities."""
         with tool_call("graph_status"):
-            return shape_task(await ops.task_status(live["front"], check_task_id(task_id)))
+            record = await ops.task_status(live["front"], check_task_id(task_id))
+            return plain(shape_task(record))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, SearchResponse))
     async def search_memory(query: str, limit: int = 10, filters: dict[str, Any] | None = None,
                             namespace: str | None = None, mode: str = "hybrid",
                             min_score: float = 0.0, rank: str = "relevance") -> dict[str, Any]:
@@ -244,7 +212,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             request = decode_search(query, limit, filters, namespace, mode, min_score, rank)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, MemoryRecord))
     async def get_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """One memory: its full text, metadata, chunk count and status (ready or ingesting)."""
         with tool_call("get_memory"):
@@ -252,7 +220,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             namespace=check_namespace(namespace))
             return plain(await live["front"].query.call("/v1/memory", ref, MemoryRecord))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(DESTRUCTIVE, DeleteReceipt))
     async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """Delete a memory with its chunks. Returns a task_id; graph_status shows when it is
         done. Afterwards the same text can be added again."""
@@ -261,7 +229,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             namespace=check_namespace(namespace))
             return plain(await ops.delete_memory(live["front"], ref))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, Stats))
     async def get_stats(namespace: str | None = None) -> dict[str, Any]:
         """Counts for a namespace: memories (searchable and still ingesting), chunks,
         entities and relations, queue depth, workers alive, tasks by state, and the
@@ -272,7 +240,7 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
 
 def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    @mcp.tool
+    @mcp.tool(**tool_spec(ADD, TaskReceipt))
     async def build_graph(namespace: str | None = None, memory_ids: list[str] | None = None,
                           rebuild: bool = False) -> dict[str, Any]:
         """Extract entities (people, places, organisations, works...) and their relations
@@ -285,16 +253,17 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                                "memory_ids": memory_ids, "rebuild": rebuild}, BuildGraph)
             return plain(await ops.build_graph(live["front"], request))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(DESTRUCTIVE, TaskStatus))
     async def cancel_task(task_id: str) -> dict[str, Any]:
         """Stop a queued or running task. A graph task stops after its current batch (the
         graph stays consistent: whole batches only). An ingest task is undone (what was
         written is removed; the text can be added again). A delete cannot be cancelled.
         Returns the task's status; a finished task is returned unchanged."""
         with tool_call("cancel_task"):
-            return shape_task(await ops.cancel_task(live["front"], check_task_id(task_id)))
+            record = await ops.cancel_task(live["front"], check_task_id(task_id))
+            return plain(shape_task(record))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, EntityList))
     async def search_entities(query: str, type: str | None = None, limit: int = 10,
                               namespace: str | None = None) -> dict[str, Any]:
         """Find entities of the knowledge graph by name (1-500 characters), best match first,
@@ -306,7 +275,7 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                                "namespace": check_namespace(namespace)}, EntitySearch)
             return plain(await live["front"].query.call("/v1/entities", request, EntityList))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, EntityDetail))
     async def get_entity(name_or_id: str, depth: int = 1,
                          namespace: str | None = None) -> dict[str, Any]:
         """One entity (by name or entity_id): its related entities with weights (how many

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.conversation import decode_context, decode_history
 from zapomni.shared.messages import Context, History
@@ -17,7 +18,7 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     # here, not at the top: services/mcp/server.py imports this module to register the tools
     from zapomni.services.mcp.server import plain, tool_call
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, History))
     async def get_history(thread: str, namespace: str | None = None, limit: int = 16,
                           before: str | None = None) -> dict[str, Any]:
         """The turns of a conversation: the memories added with metadata "thread" equal to
@@ -32,7 +33,7 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             request = decode_history(thread, namespace, limit, before)
             return plain(await live["front"].query.call("/v1/history", request, History))
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, Context))
     async def build_context(query: str, thread: str | None = None,
                             namespace: str | None = None, token_budget: int = 2000,
                             history_turns: int = 16, memories: int = 8,

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.messages import LIST_ORDERS, ListRequest, MemoryPage
@@ -28,7 +29,7 @@ def add_lifecycle_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     # server.py imports this module to register it: its helpers are read once it is loaded
     from zapomni.services.mcp.server import plain, tool_call
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(READ, MemoryPage))
     async def list_memories(namespace: str | None = None,
                             filters: dict[str, Any] | None = None, limit: int = 50,
                             cursor: str | None = None, order: str = "newest") -> dict[str, Any]:

@@ -7,13 +7,15 @@ from typing import Any
 from fastmcp import FastMCP
 
 from zapomni.services.mcp import update
+from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.services.mcp.server import plain, tool_call
+from zapomni.shared.messages import UpdateReceipt
 from zapomni.shared.validation import decode_update
 
 
 def add_update_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    @mcp.tool
+    @mcp.tool(**tool_spec(DESTRUCTIVE, UpdateReceipt))
     async def update_memory(memory_id: str, text: str | None = None,
                             metadata: dict[str, Any] | None = None,
                             namespace: str | None = None) -> dict[str, Any]:

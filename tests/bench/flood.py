@@ -27,6 +27,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp import answer
 from tests.support.servers import ThreadedServer, falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp.http import http_app
@@ -68,7 +69,7 @@ async def flood(url: str, args: argparse.Namespace, base: str, stats: dict) -> d
         text, _ = document(i, base)
         async with gate:
             try:
-                receipt = (await client.call_tool("add_memory", {"text": text})).data
+                receipt = await answer(client, "add_memory", {"text": text})
                 accepted[i] = receipt["task_id"]
             except ToolError as exc:
                 stats["refused"] += 1
@@ -85,15 +86,14 @@ async def check_stored(url: str, accepted: dict[int, str], base: str) -> list[st
     problems = []
     async with Client(url, timeout=120) as client:
         for i, task_id in sorted(accepted.items()):
-            status = (await client.call_tool("graph_status", {"task_id": task_id})).data
-            memory = (await client.call_tool("get_memory",
-                                             {"memory_id": status["memory_id"]})).data
+            status = await answer(client, "graph_status", {"task_id": task_id})
+            memory = await answer(client, "get_memory", {"memory_id": status["memory_id"]})
             text, marker = document(i, base)
             if memory["status"] != "ready" or memory["text"] != text:
                 problems.append(f"memory {i}: {memory['status']}")
                 continue
-            found = (await client.call_tool("search_memory", {
-                "query": marker, "mode": "keyword", "limit": 1})).data["results"]
+            found = (await answer(client, "search_memory", {
+                "query": marker, "mode": "keyword", "limit": 1}))["results"]
             if not found or found[0]["memory_id"] != status["memory_id"]:
                 problems.append(f"memory {i}: its marker does not find it")
     return problems

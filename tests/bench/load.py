@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from fastmcp import Client
 
+from tests.support.mcp import answer
 from tests.support.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ async def client_loop(url: str, phase: Phase, until: float, add_share: float,
             else:
                 phase.latency[tool].append(elapsed)
                 if tool == "add_memory":
-                    added.append(result.data["task_id"])
+                    added.append(result.structured_content["task_id"])
 
 
 async def run_phase(url: str, name: str, clients: int, seconds: float, add_share: float,
@@ -115,8 +116,7 @@ async def wait_searchable(url: str, task_ids: list[str], timeout: float = 1800) 
         while pending and time.monotonic() - started < timeout:
             still = []
             for task_id in pending:
-                state = (await client.call_tool("graph_status", {"task_id": task_id})).data[
-                    "state"]
+                state = (await answer(client, "graph_status", {"task_id": task_id}))["state"]
                 if state in ("queued", "running"):
                     still.append(task_id)
                 else:
@@ -132,7 +132,7 @@ async def wait_idle(url: str) -> None:
     """Until no job is queued or running (entity extraction goes on after ingest)."""
     async with Client(url, timeout=60) as client:
         while True:
-            stats = (await client.call_tool("get_stats", {})).data
+            stats = await answer(client, "get_stats", {})
             if stats["queue_depth"] == 0 and not stats["tasks"].get("running"):
                 return
             await asyncio.sleep(1)

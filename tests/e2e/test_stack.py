@@ -11,6 +11,7 @@ import httpx2
 import pytest
 from fastmcp import Client
 
+from tests.support.mcp import answer
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
@@ -39,7 +40,7 @@ async def wait_done(client: Client, task_ids: list[str], timeout: float = 600) -
     pending = set(task_ids)
     while pending:
         for task_id in list(pending):
-            status = (await client.call_tool("graph_status", {"task_id": task_id})).data
+            status = await answer(client, "graph_status", {"task_id": task_id})
             assert status["state"] not in ("failed", "cancelled"), status
             if status["state"] == "done":
                 pending.discard(task_id)
@@ -49,13 +50,13 @@ async def wait_done(client: Client, task_ids: list[str], timeout: float = 600) -
 
 async def stats_when(client: Client, done, what: str, timeout: float = 120) -> dict:
     async def stats() -> dict:
-        return (await client.call_tool("get_stats", {})).data
+        return await answer(client, "get_stats", {})
 
     return await eventually(stats, done, what, timeout=timeout, every=0.5)
 
 
 async def top_hit(client: Client, query: str) -> str | None:
-    found = (await client.call_tool("search_memory", {"query": query, "limit": 5})).data
+    found = await answer(client, "search_memory", {"query": query, "limit": 5})
     return found["results"][0]["memory_id"] if found["results"] else None
 
 
@@ -69,8 +70,8 @@ async def test_add_search_delete_restart(stack):
     passages = load_passages(50)
     stack.start()
     async with Client(stack.url) as client:
-        receipts = [(await client.call_tool("add_memory", {
-            "text": p["text"], "metadata": {"source": "scifact", "doc": p["id"]}})).data
+        receipts = [await answer(client, "add_memory", {
+            "text": p["text"], "metadata": {"source": "scifact", "doc": p["id"]}})
             for p in passages]
         await wait_done(client, [r["task_id"] for r in receipts])
         probes = [0, 7, 19, 33, 48]
@@ -79,8 +80,8 @@ async def test_add_search_delete_restart(stack):
                 receipts[i]["memory_id"], passages[i]["id"]
 
         victim = probes[0]
-        deleted = (await client.call_tool("delete_memory", {
-            "memory_id": receipts[victim]["memory_id"]})).data
+        deleted = await answer(client, "delete_memory", {
+            "memory_id": receipts[victim]["memory_id"]})
         await wait_done(client, [deleted["task_id"]])
         assert await top_hit(client, first_sentence(passages[victim]["text"])) != \
             receipts[victim]["memory_id"]
@@ -94,8 +95,8 @@ async def test_add_search_delete_restart(stack):
         for i in probes[1:]:
             assert await top_hit(client, first_sentence(passages[i]["text"])) == \
                 receipts[i]["memory_id"]
-        assert (await client.call_tool("get_stats", {})).data["memories"] == 49
-        again = (await client.call_tool("add_memory", {"text": passages[7]["text"]})).data
+        assert (await answer(client, "get_stats", {}))["memories"] == 49
+        again = await answer(client, "add_memory", {"text": passages[7]["text"]})
         assert again["duplicate"] and again["memory_id"] == receipts[7]["memory_id"]
     async with Client(stack.stdio_front()) as client:  # as Claude Desktop runs it
         assert await top_hit(client, first_sentence(passages[19]["text"])) == \

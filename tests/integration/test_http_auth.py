@@ -6,6 +6,7 @@ import httpx2
 import msgspec
 from fastmcp import Client
 
+from tests.support.mcp import answer
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 
@@ -29,7 +30,7 @@ async def test_a_token_is_required_when_configured(settings, query_service):
         assert anonymous.headers["www-authenticate"].startswith("Bearer")
         assert health.status_code == 200  # liveness stays public
         async with Client(url, auth=token) as client:
-            stats = (await client.call_tool("get_stats", {})).data
+            stats = await answer(client, "get_stats", {})
         assert stats["memories"] == 0
 
 
@@ -56,7 +57,7 @@ async def test_jwts_from_an_identity_provider_are_verified(settings, query_servi
                                      headers={"authorization": f"Bearer {good}"})
             metrics_anonymous = await http.get(f"{server.url}/metrics")
         async with Client(url, auth=good) as client:
-            stats = (await client.call_tool("get_stats", {})).data
+            stats = await answer(client, "get_stats", {})
     assert refused == dict.fromkeys(bad, 401)
     assert (metrics.status_code, metrics_anonymous.status_code) == (200, 401)
     assert stats["memories"] == 0

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import make_settings
 from tests.support.graph import stored
+from tests.support.mcp import answer
 from tests.support.servers import ThreadedServer
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, wait_tasks, worker_processes
@@ -41,7 +42,7 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
         before = await scrape(front_metrics)
         query_before = await scrape(f"{query_service}/metrics")
         async with Client(f"{front_server.url}/mcp") as client:
-            added = (await client.call_tool("add_memory", {"text": "Metrics are counted."})).data
+            added = await answer(client, "add_memory", {"text": "Metrics are counted."})
             await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
             await wait_tasks(aredis, [added["task_id"]], timeout=120)
             graph_task = (await tasks.get_task(aredis, added["task_id"])).graph_task_id

@@ -1,0 +1,60 @@
+"""What every tool tells a client before it is called: its behaviour hints and the JSON schema
+of its answer. A tool is registered with ``@mcp.tool(**tool_spec(READ, SearchResponse))``:
+one of the four hint sets below, and the Struct(s) its answer is the ``msgspec.to_builtins``
+of (several: the answer is one of them). tests/integration/test_mcp_conventions.py fails for
+a tool registered without both, and validates every tool's real answers against its schema.
+
+The hints (MCP ``ToolAnnotations``) are hints, chosen for what the memory does: it is a
+closed world (``openWorldHint`` false everywhere: no tool reaches outside Zapomni's own
+stores). Reads change nothing a client can see (search's access counts, which rank="memory"
+reads, are bookkeeping). Adding a text again is a no-op, so the writes are idempotent;
+deleting, cancelling an ingest (it is undone) and updating (keys replaced, a text
+superseded) destroy what was there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from mcp.types import ToolAnnotations
+
+
+def hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(readOnlyHint=read_only, destructiveHint=destructive,
+                           idempotentHint=idempotent, openWorldHint=False)
+
+
+# reads: get_*, search_*, list_*, graph_status, build_context
+READ = hints(read_only=True, destructive=False, idempotent=True)
+# adds and build_graph: the same call again leaves the memory (or the graph) as it was
+ADD = hints(read_only=False, destructive=False, idempotent=True)
+# delete_memory, update_memory, cancel_task: what was stored before is gone; again: no-op
+DESTRUCTIVE = hints(read_only=False, destructive=True, idempotent=True)
+
+
+def answer_schema(*kinds: Any) -> dict[str, Any]:
+    """The JSON schema of an answer that is one of ``kinds`` (Structs) turned into builtins:
+    an object schema (MCP asks for one), its parts under ``$defs``."""
+    refs, defs = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
+    if len(refs) == 1:
+        return {**defs[refs[0]["$ref"].removeprefix("#/$defs/")], "$defs": defs}
+    return {"type": "object", "anyOf": list(refs), "$defs": defs}
+
+
+def list_schema(field: str, *kinds: Any) -> dict[str, Any]:
+    """An answer ``{field: [one of kinds, ...]}`` (add_memories' results)."""
+    refs, defs = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
+    items = refs[0] if len(refs) == 1 else {"anyOf": list(refs)}
+    return {"type": "object", "properties": {field: {"type": "array", "items": items}},
+            "required": [field], "$defs": defs}
+
+
+def tool_spec(annotations: ToolAnnotations, *answers: Any) -> dict[str, Any]:
+    """The keyword arguments of ``mcp.tool`` for a tool with these hints and answers."""
+    return {"annotations": annotations, "output_schema": answer_schema(*answers)}
+
+
+def batch_spec(annotations: ToolAnnotations, field: str, *answers: Any) -> dict[str, Any]:
+    """``tool_spec`` of a tool answering ``{field: [answers...]}``."""
+    return {"annotations": annotations, "output_schema": list_schema(field, *answers)}

@@ -1,0 +1,45 @@
+"""A task record as graph_status and cancel_task answer it: ISO times, progress in percent,
+and for graph tasks the rate, the time left and what they created."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from zapomni.shared.messages import TaskProgress, TaskRecord, TaskStatus
+
+
+def iso(ts: float) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts else None
+
+
+def shape_task(record: TaskRecord) -> TaskStatus:
+    end = record.finished_at or (record.heartbeat_at if record.state == "running" else 0)
+    done = min(record.done, record.total) if record.total else record.done
+    percent = round(100 * done / record.total, 1) if record.total else 0.0
+    return TaskStatus(
+        task_id=record.task_id, kind=record.kind, namespace=record.namespace,
+        state=record.state, memory_id=record.memory_id or None,
+        progress=TaskProgress(done=done, total=record.total, percent=percent),
+        created_at=iso(record.created_at), started_at=iso(record.started_at),
+        finished_at=iso(record.finished_at),
+        seconds=round(end - record.started_at, 3) if record.started_at and end else None,
+        worker=record.worker or None, attempts=record.attempts,
+        message=record.message or None, error=record.error or None, **graph_fields(record))
+
+
+def graph_fields(record: TaskRecord) -> dict[str, Any]:
+    """Graph tasks: chunks/s, seconds left and what they created; ingest tasks: the entity
+    extraction that follows them."""
+    if record.kind == "ingest":
+        return {"graph_task_id": record.graph_task_id or None}
+    if record.kind != "graph":
+        return {}
+    elapsed = (record.heartbeat_at or time.time()) - record.started_at \
+        if record.started_at else 0.0
+    rate = record.done / elapsed if elapsed > 0 and record.done else 0.0
+    left = max(0, record.total - record.done)
+    eta = round(left / rate, 1) if rate and record.state == "running" else None
+    return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta,
+            "entities_created": record.entities, "relations_created": record.relations}
