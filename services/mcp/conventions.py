@@ -14,9 +14,11 @@ superseded) destroy what was there.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from fastmcp import Context
 from mcp.types import ToolAnnotations
 
 
@@ -58,3 +60,22 @@ def tool_spec(annotations: ToolAnnotations, *answers: Any) -> dict[str, Any]:
 def batch_spec(annotations: ToolAnnotations, field: str, *answers: Any) -> dict[str, Any]:
     """``tool_spec`` of a tool answering ``{field: [answers...]}``."""
     return {"annotations": annotations, "output_schema": list_schema(field, *answers)}
+
+
+PROGRESS_STEPS = 20  # notifications a batch sends at most, besides the first and the last
+
+
+def batch_progress(ctx: Context, total: int, verb: str = "queued"
+                   ) -> Callable[[int], Awaitable[None]]:
+    """MCP progress notifications for a batch of ``total`` items (only when the client sent
+    a progressToken; fastmcp sends nothing otherwise): ``report(0)`` once they are all
+    validated, then ``report(n)`` as items are done, bounded to about PROGRESS_STEPS."""
+    step = max(1, total // PROGRESS_STEPS)
+
+    async def report(done: int) -> None:
+        if done == 0:
+            await ctx.report_progress(0, total, f"{total} validated; none {verb} yet")
+        elif done == total or done % step == 0:
+            await ctx.report_progress(done, total, f"{done} of {total} {verb}")
+
+    return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
@@ -151,10 +151,17 @@ async def _metadata_differs(front: Front, memory: AddMemory, mid: str,
     return metadata_digest(stored.tags, stored.source, stored.metadata) != adds.digest(memory)
 
 
-async def add_memories(front: Front, memories: list[AddMemory]
+async def add_memories(front: Front, memories: list[AddMemory],
+                       progress: Callable[[int], Awaitable[None]] | None = None
                        ) -> list[AddReceipt | Refused]:
+    """Queue each memory in turn; ``progress(n)`` after each (n answered so far)."""
     await check_capacity(front, len(memories))
-    return [await add_memory(front, memory) for memory in memories]
+    receipts: list[AddReceipt | Refused] = []
+    for memory in memories:
+        receipts.append(await add_memory(front, memory))
+        if progress is not None:
+            await progress(len(receipts))
+    return receipts
 
 
 async def task_status(front: Front, task_id: str) -> TaskRecord:

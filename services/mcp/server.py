@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import msgspec
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.auth.providers.jwt import JWTVerifier, StaticTokenVerifier
@@ -24,8 +24,17 @@ from starlette.responses import JSONResponse, Response
 
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.arguments import ArgumentErrors
-from zapomni.services.mcp.conventions import ADD, DESTRUCTIVE, READ, batch_spec, tool_spec
+from zapomni.services.mcp.conventions import (
+    ADD,
+    DESTRUCTIVE,
+    READ,
+    batch_progress,
+    batch_spec,
+    tool_spec,
+)
 from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.prompts import add_prompts
+from zapomni.services.mcp.resources import add_resources
 from zapomni.services.mcp.task_status import shape_task
 from zapomni.services.mcp.tools_context import add_context_tools
 from zapomni.services.mcp.tools_files import add_files_tools
@@ -140,6 +149,8 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     add_lifecycle_tools(mcp, live)
     add_context_tools(mcp, live)
     add_files_tools(mcp, live)
+    add_resources(mcp, live)
+    add_prompts(mcp)
     add_routes(mcp, verifier, live)
     return mcp
 
@@ -161,15 +172,19 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
             return plain(await ops.add_memory(live["front"], memory))
 
     @mcp.tool(**batch_spec(ADD, "results", AddReceipt, Refused))
-    async def add_memories(items: list[dict[str, Any]],
-                           namespace: str | None = None) -> dict[str, Any]:
+    async def add_memories(items: list[dict[str, Any]], namespace: str | None = None,
+                           ctx: Context | None = None) -> dict[str, Any]:
         """Remember several texts in one call: items is a list of {"text", "metadata"?}
         (at most 1,000 items, 10,000,000 characters in all). All are validated before any
         is stored; each gets its own memory_id and task_id, or {"stored": false, "reason"}
-        where the namespace's write policy refused that item."""
+        where the namespace's write policy refused that item. With a progressToken, sends
+        progress notifications (validated, then queued so far)."""
         with tool_call("add_memories"):
             memories = decode_batch(items, namespace)
-            return {"results": plain(await ops.add_memories(live["front"], memories))}
+            report = batch_progress(ctx, len(memories)) if ctx else None
+            if report:
+                await report(0)
+            return {"results": plain(await ops.add_memories(live["front"], memories, report))}
 
     @mcp.tool(**tool_spec(READ, TaskStatus))
     async def graph_status(task_id: str) -> dict[str, Any]:
