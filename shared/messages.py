@@ -317,6 +317,8 @@ class TaskStatus(Lenient):
     eta_seconds: float | None | msgspec.UnsetType = msgspec.UNSET
     entities_created: int | msgspec.UnsetType = msgspec.UNSET
     relations_created: int | msgspec.UnsetType = msgspec.UNSET
+    # files tasks (ingest_path): what was done with the files so far
+    files: FileCounts | msgspec.UnsetType = msgspec.UNSET
 
 
 # ---- query service (JSON) -------------------------------------------------------------------

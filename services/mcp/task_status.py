@@ -1,5 +1,6 @@
 """A task record as graph_status and cancel_task answer it: ISO times, progress in percent,
-and for graph tasks the rate, the time left and what they created."""
+for graph tasks the rate, the time left and what they created, and for files tasks the counts
+of what was done with the files."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from zapomni.shared.messages import TaskProgress, TaskRecord, TaskStatus
+import msgspec
+
+from zapomni.shared.messages import FileCounts, TaskProgress, TaskRecord, TaskStatus
 
 
 def iso(ts: float) -> str | None:
@@ -31,9 +34,12 @@ def shape_task(record: TaskRecord) -> TaskStatus:
 
 def graph_fields(record: TaskRecord) -> dict[str, Any]:
     """Graph tasks: chunks/s, seconds left and what they created; ingest tasks: the entity
-    extraction that follows them."""
+    extraction that follows them; files tasks: what they did with the files so far."""
     if record.kind == "ingest":
         return {"graph_task_id": record.graph_task_id or None}
+    if record.kind == "files":
+        return {"files": msgspec.json.decode(record.files, type=FileCounts) if record.files
+                else FileCounts()}
     if record.kind != "graph":
         return {}
     elapsed = (record.heartbeat_at or time.time()) - record.started_at \

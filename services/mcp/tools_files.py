@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front, redis_call
 from zapomni.shared import capacity, tasks
 from zapomni.shared.files import allowed_roots, check_ingest_path
 from zapomni.shared.ids import new_task_id
-from zapomni.shared.messages import FileCounts, FilesJob, IngestPath, TaskReceipt, TaskRecord
+from zapomni.shared.messages import FilesJob, IngestPath, TaskReceipt, TaskRecord
 from zapomni.shared.queue import enqueue_files, payload_size
 from zapomni.shared.validation import check_namespace, convert
 
@@ -43,17 +43,10 @@ async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
     return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
 
 
-def files_fields(record: TaskRecord) -> dict[str, Any]:
-    """graph_status of a files task: what it did with the files so far."""
-    counts = msgspec.json.decode(record.files, type=FileCounts) if record.files \
-        else FileCounts()
-    return {"files": msgspec.to_builtins(counts)}
-
-
 def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     from zapomni.services.mcp.server import plain, tool_call  # server.py imports this module
 
-    @mcp.tool
+    @mcp.tool(**tool_spec(DESTRUCTIVE, TaskReceipt))
     async def ingest_path(path: str, namespace: str | None = None,
                           include: list[str] | None = None,
                           exclude: list[str] | None = None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from fastmcp import Client
 from jsonschema import Draft202012Validator
@@ -21,9 +22,15 @@ from zapomni.services.mcp.server import build_server
 HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 READS = {"graph_status", "search_memory", "get_memory", "get_stats", "search_entities",
          "get_entity", "list_memories", "get_history", "build_context"}
-DESTROYS = {"delete_memory", "update_memory", "cancel_task"}
+DESTROYS = {"delete_memory", "update_memory", "cancel_task", "ingest_path"}
 TEXTS = ["Helena Varga designed the new bridge over the Danube in Vienna.",
          "Zorblax Industries hired Helena Varga as its chief engineer."]
+
+
+@pytest.fixture
+def settings(settings, tmp_path):
+    """ingest_path reads under tmp_path (a changed file replaces its memory: destructive)."""
+    return msgspec.structs.replace(settings, ingest_roots=str(tmp_path))
 
 
 @pytest.fixture
@@ -88,7 +95,9 @@ class Answers:
         return answer
 
 
-async def test_every_answer_is_valid_against_its_schema(client, settings):
+async def test_every_answer_is_valid_against_its_schema(client, settings, tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "bridge.md").write_text("# Bridge\nThe bridge opened in May.\n")
     tools = await client.list_tools()
     answer = Answers(client, {t.name: t.output_schema for t in tools})
     first = await answer("add_memory", text=TEXTS[0], namespace="kg",
@@ -99,7 +108,10 @@ async def test_every_answer_is_valid_against_its_schema(client, settings):
                          metadata={"tags": ["other"]})
     assert again["duplicate"] and again["metadata_changed"]
     await answer("graph_status", task_id=first["task_id"])  # queued
+    files = await answer("ingest_path", path=str(tmp_path / "notes"), namespace="kg")
     await run_workers(settings)
+    walked = await answer("graph_status", task_id=files["task_id"])
+    assert (walked["kind"], walked["state"], walked["files"]["added"]) == ("files", "done", 1)
     ingest = await answer("graph_status", task_id=first["task_id"])
     graph = await answer("graph_status", task_id=ingest["graph_task_id"])
     assert graph["kind"] == "graph" and "entities_created" in graph
