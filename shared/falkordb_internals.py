@@ -7,9 +7,17 @@ The client sends query parameters as text: ``Graph._build_params_header`` writes
 ``falkordb.helpers.stringify_param_value``, which quotes strings, renders lists and dicts item
 by item and writes ``str()`` of any other type. ``VectorLiteral`` relies on that last rule to
 hand the client a vector already rendered as Cypher list text.
+
+``falkordb_on`` builds the client object around a connection of ours, bypassing its
+``__init__``: see there why.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from falkordb.asyncio import FalkorDB
 
 
 class VectorLiteral:
@@ -25,3 +33,18 @@ class VectorLiteral:
 
     def __str__(self) -> str:
         return self.text
+
+
+def falkordb_on(connection: Any, execute: Callable[..., Awaitable[Any]]) -> FalkorDB:
+    """A FalkorDB client over a connection we built (a bounded RedisCluster). The client's
+    ``__init__`` makes its own redis client, asks the server by a blocking INFO whether it is
+    a cluster, and if so builds a RedisCluster without a connection limit or socket
+    timeouts; ``from_url`` runs that ``__init__`` against localhost:6379 first. So this sets
+    the three attributes ``__init__`` ends with: ``connection`` (what ``list_graphs`` and
+    ours use), ``flushdb``, and ``execute_command``, which each graph copies at creation
+    (``Graph.__init__``) and sends every query through."""
+    db = FalkorDB.__new__(FalkorDB)
+    db.connection = connection
+    db.flushdb = connection.flushdb
+    db.execute_command = execute
+    return db

@@ -4,8 +4,10 @@ in one place."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -15,15 +17,22 @@ import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
+from redis.asyncio.cluster import RedisCluster
 
 from zapomni.shared import cypher
 from zapomni.shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
+from zapomni.shared.falkordb_internals import falkordb_on
 from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
 TIMED_OUT = "Query timed out"  # FalkorDB's answer to a query past its TIMEOUT
 GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" would clash
+# the store is away for now: down, or (in a cluster) a shard failing over or moved
+UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
+               redis.exceptions.ClusterError, redis.exceptions.TryAgainError,
+               redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError,
+               redis.exceptions.ReadOnlyError)
 
 
 def graph_name(namespace: str) -> str:
@@ -53,33 +62,67 @@ class Graph(AsyncGraph):
 
 
 class GraphStore:
-    """A FalkorDB client (a redis-py connection pool) and what this process has set up."""
+    """A FalkorDB client (a redis-py connection pool, or with ``falkordb_cluster`` a Redis
+    Cluster client) and what this process has set up."""
 
     def __init__(self, settings: Settings, *, max_connections: int = 16) -> None:
         url = urlparse(settings.falkordb_url)
+        address = dict(
+            host=url.hostname or "127.0.0.1", port=url.port or 6379, password=url.password,
+            socket_timeout=max(30.0, settings.request_timeout),
+            socket_connect_timeout=min(settings.request_timeout, 3.0),
+            decode_responses=True,  # what FalkorDB's client sets when it makes the pool
+        )
+        self.settings = settings
+        self.prepared: dict[str, tuple[str, int]] = {}  # namespace -> (model, dim)
+        self.replids: dict[str, str] = {}  # namespace -> its master's replication id
+        self.nodes: dict[str, redis.asyncio.Redis] = {}  # one client per master (replication)
+        self.max_connections = max_connections
+        self.pool: redis.asyncio.BlockingConnectionPool | None = None
+        self.cluster: RedisCluster | None = None
+        if settings.falkordb_cluster:
+            self.cluster = RedisCluster(**address, max_connections=max_connections,
+                                        require_full_coverage=False)
+            self.db = falkordb_on(self.cluster, bounded(self.cluster.execute_command,
+                                                        max_connections,
+                                                        settings.request_timeout))
+            return
         # a blocking pool: a burst of queries waits for a free connection (up to
         # request_timeout) instead of failing at once with "Too many connections" (measured:
         # 50 concurrent searches made almost every one fail with redis-py's default pool)
         self.pool = redis.asyncio.BlockingConnectionPool(
-            host=url.hostname or "127.0.0.1",
-            port=url.port or 6379,
-            password=url.password,
-            socket_timeout=max(30.0, settings.request_timeout),
-            socket_connect_timeout=min(settings.request_timeout, 3.0),
-            max_connections=max_connections,
-            timeout=settings.request_timeout,
-            decode_responses=True,  # what FalkorDB's client sets when it makes the pool
-        )
+            **address, max_connections=max_connections, timeout=settings.request_timeout)
         self.db = FalkorDB(connection_pool=self.pool)
-        self.settings = settings
-        self.prepared: dict[str, tuple[str, int]] = {}  # namespace -> (model, dim)
 
     def graph(self, namespace: str) -> Graph:
         return Graph(self.db, graph_name(namespace), read_timeout_ms(self.settings))
 
     async def aclose(self) -> None:
+        for client in self.nodes.values():
+            await client.aclose(close_connection_pool=True)
         await self.db.connection.aclose()
-        await self.pool.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
+
+
+def bounded(execute: Callable[..., Awaitable[Any]], limit: int, timeout: float
+            ) -> Callable[..., Awaitable[Any]]:
+    """``execute`` with at most ``limit`` commands in flight, the rest waiting up to
+    ``timeout`` seconds: what the blocking pool does for one node. (The cluster client's
+    per-node limit raises at once instead of waiting.)"""
+    slots = asyncio.Semaphore(limit)
+
+    async def run_bounded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                await slots.acquire()
+        except TimeoutError:
+            raise redis.exceptions.ConnectionError("no connection available") from None
+        try:
+            return await execute(*args, **kwargs)
+        finally:
+            slots.release()
+    return run_bounded
 
 
 async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
@@ -97,8 +140,7 @@ async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None =
             if read_only:
                 return await graph.ro_query(query, params, timeout=limit)
             return await graph.query(query, params)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                OSError) as exc:
+        except UNREACHABLE as exc:
             raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
         except redis.exceptions.ResponseError as exc:
             if str(exc) == TIMED_OUT:
@@ -131,15 +173,20 @@ async def indexes_building(graph: AsyncGraph) -> bool:
 async def namespace_exists(store: GraphStore, namespace: str) -> bool:
     try:
         return bool(await store.db.connection.exists(graph_name(namespace)))
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+    except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
 
 async def list_graphs(store: GraphStore) -> list[str]:
-    """Every graph on the server (GRAPH.LIST): one per namespace, plus any not ours."""
+    """Every graph on the server (GRAPH.LIST; in a cluster, of every master): one per
+    namespace, plus any not ours."""
     try:
-        return list(await store.db.list_graphs())
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        if store.cluster is None:
+            return list(await store.db.list_graphs())
+        per_node = await store.cluster.execute_command("GRAPH.LIST",
+                                                       target_nodes=RedisCluster.PRIMARIES)
+        return [name for names in per_node.values() for name in names]
+    except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
 

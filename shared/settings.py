@@ -27,6 +27,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     query_url: str = "http://127.0.0.1:8766"
     ollama_url: str = ""  # empty: the in-process ONNX model embeds
     ollama_model: str = "nomic-embed-text"
+    # falkordb_url is one node of a Redis Cluster of FalkorDB servers: the client learns the
+    # others from it and sends each namespace's queries to the master of its hash slot
+    falkordb_cluster: bool = False
+    # replicas that must hold a memory's writes before its task is done (Redis's WAIT);
+    # 0: done once the master has them (a master lost before it replicated loses them)
+    falkordb_wait_replicas: Annotated[int, Meta(ge=0, le=16)] = 0
+    falkordb_wait_timeout: Annotated[float, Meta(gt=0, le=60)] = 2.0  # seconds; then retry
 
     # front (MCP) and query service
     mcp_host: str = "127.0.0.1"
