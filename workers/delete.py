@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from zapomni.shared import tasks
+from zapomni.shared import replication, tasks
 from zapomni.shared.messages import DeleteJob
 from zapomni.shared.queue import DELETE
 from zapomni.workers.outcome import read_job, start_task, task_outcome
@@ -24,9 +24,11 @@ async def delete_memory(ctx: dict, payload: dict) -> str:
     async with task_outcome(ctx, DELETE, job.task_id, job.namespace, job.memory_id) as run:
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "done"  # ended already
+        since = await replication.mark(res.store, job.namespace)
         memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),
                                                      job.memory_id)
         await checkpoint(res, "deleted", job)
+        await replication.confirm(res.store, job.namespace, since)
         await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
                                     total=1, finished_at=time.time(),
                                     message=f"deleted {memories} memory and {chunks} chunks"

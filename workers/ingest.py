@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 
-from zapomni.shared import metrics, tasks
+from zapomni.shared import metrics, replication, tasks
 from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace
@@ -53,6 +53,7 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
         parts = split_parts(chunks, res.settings.part_chunks)
         await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
                          message=f"{len(chunks)} chunks in {len(parts)} part(s)")
+        since = await replication.mark(res.store, job.namespace)
         await prepare_namespace(res.store, job.namespace, res.embedder.name,
                                 await res.embedder.dimension())
         await write_memory(res.store.graph(job.namespace), job, len(chunks))
@@ -61,7 +62,8 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
         if len(parts) == 1:
             return await embed_and_write(res, run, PartJob(
                 task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
-                part=0, parts=1, chunk_count=len(chunks), chunks=chunks))
+                part=0, parts=1, chunk_count=len(chunks), chunks=chunks), since)
+        await replication.confirm(res.store, job.namespace, since)  # the parts need it
         for i, part in enumerate(parts):
             await enqueue_part(res.redis, res.settings, PartJob(
                 task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
@@ -78,11 +80,15 @@ async def embed_part(ctx: dict, payload: dict) -> str:
     async with task_outcome(ctx, EMBED_PART, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
             return run.outcome
-        return await embed_and_write(res, run, job)
+        return await embed_and_write(res, run, job,
+                                     await replication.mark(res.store, job.namespace))
     return run.outcome
 
 
-async def embed_and_write(res: Resources, run: JobRun, job: PartJob) -> str:
+async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
+                          since: replication.Mark | None) -> str:
+    """Embed and write one part; ``since``: the master the writes go to (confirmed on its
+    replicas before the part counts, shared/replication.py)."""
     started = time.perf_counter()
     with metrics.STAGE_SECONDS.labels("embed").time():
         vectors = await res.embedder.embed([c.text for c in job.chunks])
@@ -100,20 +106,25 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob) -> str:
              job.memory_id, len(job.chunks), embedded - started, time.perf_counter() - embedded)
     if not await still_owned(res, run, job, "part_written"):
         return run.outcome
+    if job.parts > 1:  # a lone part is written again by its retry; a counted one is not
+        await replication.confirm(res.store, job.namespace, since)
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl)
     if done < 0:  # the task ended meanwhile (cancelled or failed): leave nothing behind
         return await give_up(res, run, job)
     if done >= job.parts:
-        return await finish_memory(res, run, job)
+        return await finish_memory(res, run, job, since)
     return f"part {job.part + 1}/{job.parts} written"
 
 
-async def finish_memory(res: Resources, run: JobRun, job: PartJob) -> str:
+async def finish_memory(res: Resources, run: JobRun, job: PartJob,
+                        since: replication.Mark | None) -> str:
     """The last part landed: link the chunks in order, make the memory searchable (a new
     version of an updated memory then replaces the old one in search), start its entity
     extraction, and mark the task done, which succeeds only while the memory is still this
-    task's. A delete that came first wins: what was written is undone."""
+    task's. A delete that came first wins: what was written is undone. The task is done
+    only once the memory's writes are on the replicas required (nothing accepted is lost
+    when the master dies)."""
     graph = res.store.graph(job.namespace)
     with metrics.STAGE_SECONDS.labels("finish").time():
         await link_chunks(graph, job.memory_id, job.chunk_count)
@@ -123,6 +134,7 @@ async def finish_memory(res: Resources, run: JobRun, job: PartJob) -> str:
                 return await give_up(res, run, job)
             raise StoreError("the memory's node is missing; it is written again")
         await supersede(graph, job.memory_id)  # a new version: the old one leaves search
+        await replication.confirm(res.store, job.namespace, since)
     follow = await follow_ingest(res, job.task_id, job.namespace, job.memory_id)
     moved = await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, owning=True,
                              done=job.parts, finished_at=time.time(), error="",

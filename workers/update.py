@@ -14,7 +14,7 @@ import time
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import cypher, tasks
+from zapomni.shared import cypher, replication, tasks
 from zapomni.shared.messages import UpdateJob
 from zapomni.shared.queue import UPDATE
 from zapomni.workers import store
@@ -37,8 +37,10 @@ async def update_memory(ctx: dict, payload: dict) -> str:
             run.outcome = "done" if moved.before == "done" else "cancelled"
             return run.outcome
         await checkpoint(res, "update_owned", job)
+        since = await replication.mark(res.store, job.namespace)
         updated = await write_metadata(res.store.graph(job.namespace), job)
         await checkpoint(res, "updated", job)
+        await replication.confirm(res.store, job.namespace, since)
         if updated:
             ended = await tasks.end_and_release(
                 res.redis, job.task_id, "done", ttl=res.task_ttl, done=1, total=1,
