@@ -10,6 +10,7 @@ import inspect
 import numpy as np
 import pytest
 from arq.worker import Worker, func
+from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.helpers import stringify_param_value
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -19,7 +20,7 @@ from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
 from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
 from zapomni.services.mcp.server import build_server
 from zapomni.shared.embed import to_params
-from zapomni.shared.falkordb_internals import VectorLiteral
+from zapomni.shared.falkordb_internals import VectorLiteral, falkordb_on
 from zapomni.shared.settings import Settings
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
@@ -133,6 +134,8 @@ class Sent(Exception):
 
 
 class Recorder:
+    flushdb = None
+
     async def execute_command(self, *command):
         raise Sent(command)
 
@@ -149,3 +152,20 @@ async def test_falkordb_sends_our_vectors_as_cypher_list_text(read_only):
     assert command[2] == "CYPHER v=[0.5,-0.125] vs=[[0.5,-0.125],[1.0,0.0]] RETURN $v, $vs", \
         f"{FALKORDB}: query parameters are no longer sent as a CYPHER text header with str() " \
         "of an unknown type"
+
+
+def test_falkordb_init_ends_with_the_attributes_falkordb_on_sets():
+    source = inspect.getsource(FalkorDB.__init__)
+    for attribute in ("self.connection", "self.flushdb", "self.execute_command"):
+        assert attribute in source, f"{FALKORDB}: FalkorDB.__init__ no longer sets {attribute}"
+    assert calls(FalkorDB.list_graphs, "self.connection.execute_command"), FALKORDB
+
+
+async def test_falkordb_graphs_send_queries_through_the_clients_execute_command():
+    recorder = Recorder()
+    db = falkordb_on(recorder, recorder.execute_command)
+    graph = db.select_graph("g")
+    with pytest.raises(Sent) as sent:
+        await graph.query("RETURN 1")
+    assert sent.value.args[0][:2] == ("GRAPH.QUERY", "g"), \
+        f"{FALKORDB}: a graph no longer sends its queries through FalkorDB.execute_command"
