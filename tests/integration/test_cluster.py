@@ -49,6 +49,10 @@ FACTS = [
     ("Mount Kilimanjaro in Tanzania is Africa's highest mountain.",
      "What is the tallest mountain in Africa?"),
 ]
+ARTICLE = " ".join(
+    f"Paragraph {i} is about the history of lighthouse number {i} on the northern coast, "
+    f"its keeper, the storms of year {1800 + i} and the ships it guided home safely."
+    for i in range(24))
 MEMORY_COUNT = "MATCH (m:Memory) RETURN count(m)"
 
 
@@ -123,13 +127,22 @@ async def test_namespaces_on_every_master_are_written_and_searched(cluster, on_c
     spread = spread_namespaces(cluster, per_master=2)
     receipts = {ns: await add(client, FACTS[:3], ns) for names in spread.values()
                 for ns in names}
+    # and a document that fans out into parts, on every master
+    documents = {names[0]: await call(client, "add_memory", text=ARTICLE, namespace=names[0])
+                 for names in spread.values()}
 
-    await run_workers(on_cluster, count=2, timeout=300)
+    await run_workers(msgspec.structs.replace(on_cluster, part_chunks=4, chunk_tokens=64,
+                                              chunk_overlap=8), count=2, timeout=300)
 
-    await wait_tasks(aredis, [r["task_id"] for rs in receipts.values() for r in rs])
+    await wait_tasks(aredis, [r["task_id"] for rs in receipts.values() for r in rs]
+                     + [r["task_id"] for r in documents.values()])
     for ns, added in receipts.items():
         for receipt, (_, question) in zip(added, FACTS, strict=False):
             assert (await found(client, question, ns))[0] == receipt["memory_id"], ns
+    for ns, receipt in documents.items():
+        assert (await tasks.get_task(aredis, receipt["task_id"])).total > 1
+        hits = await found(client, "Who kept lighthouse number 17?", ns)
+        assert receipt["memory_id"] in hits, ns
     for port, names in spread.items():  # each graph lives on its slot's master and replica
         master = next(n for n in cluster.nodes if n.port == port)
         for node in (master, replica_of(cluster, master)):
