@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 from redis.cluster import key_slot
 
 from tests.bench.writes import spans
-from tests.support.cluster import Cluster, falkordb_cluster, role
+from tests.support.cluster import Cluster, cluster_info, falkordb_cluster, role
 from tests.support.servers import falkordb_process
 from tests.support.vectors import corpus, questions
 from zapomni.services.query.search import search_memory
@@ -61,23 +61,36 @@ def shard_namespaces(cluster: Cluster, tag: str) -> dict[int, str]:
 
 
 async def write(store: GraphStore, namespace: str, texts: list[str], vectors: np.ndarray,
-                batch: int) -> float:
-    """Chunks per second of the ingest job's writes, part by part, confirmed on a replica
-    when the store's settings ask for it."""
+                batch: int, rows: range) -> float:
+    """Seconds the ingest job's writes of these rows take, part by part, each part confirmed
+    on a replica when the store's settings ask for it."""
     graph = store.graph(namespace)
     await prepare_namespace(store, namespace, OnnxEmbedder.name, 384)
     started = time.perf_counter()
-    for start in range(0, len(texts), batch):
+    for start in range(rows.start, rows.stop, batch):
         since = await replication.mark(store, namespace)
         memory = f"{namespace}-{start}"
-        part = texts[start : start + batch]
+        part = texts[start : min(start + batch, rows.stop)]
         job = IngestJob(task_id=memory, memory_id=memory, namespace=namespace,
                         text="\n".join(part), content_hash=memory, created_at=time.time())
         await write_memory(graph, job, len(part))
-        await write_chunks(graph, memory, spans(part), vectors[start : start + batch])
+        await write_chunks(graph, memory, spans(part), vectors[start : start + len(part)])
         await mark_ready(graph, memory, memory)
         await replication.confirm(store, namespace, since)
-    return len(texts) / (time.perf_counter() - started)
+    return time.perf_counter() - started
+
+
+async def write_shard(stores: dict[str, GraphStore], names: dict[str, str], texts: list[str],
+                      vectors: np.ndarray, batch: int, rounds: int = 4) -> dict[str, float]:
+    """Chunks/s into one shard without and with WAIT, in alternating rounds (so both see
+    the same load on a shared host)."""
+    seconds = dict.fromkeys(stores, 0.0)
+    step = len(texts) // rounds
+    for r in range(rounds):
+        for key, store in stores.items():
+            seconds[key] += await write(store, names[key], texts, vectors, batch,
+                                        range(r * step, (r + 1) * step))
+    return {f"chunks_s_{key}": round(step * rounds / s, 1) for key, s in seconds.items()}
 
 
 async def searches(store: GraphStore, redis: Redis, settings: Settings, namespace: str,
@@ -93,6 +106,11 @@ async def searches(store: GraphStore, redis: Redis, settings: Settings, namespac
     ms = np.array(seconds) * 1000
     return {"p50_ms": round(float(np.percentile(ms, 50)), 1),
             "p95_ms": round(float(np.percentile(ms, 95)), 1)}
+
+
+def current_epoch(cluster: Cluster) -> int:
+    """The cluster's configuration epoch: each failover raises it."""
+    return int(cluster_info(cluster.live()[0])["cluster_current_epoch"])
 
 
 def memory(cluster: Cluster) -> list[dict]:
@@ -138,39 +156,49 @@ async def failover(cluster: Cluster, store: GraphStore, namespace: str) -> dict[
 
 async def measure(cluster: Cluster, queue_url: str, args: argparse.Namespace) -> dict:
     texts, vectors = corpus(args.chunks, REAL)
+    empty = {n["port"]: n for n in memory(cluster)}
     base = Settings.from_env(environ={}, falkordb_url=cluster.url, falkordb_cluster=True,
                              redis_url=f"{queue_url}/0")
     waiting = msgspec.structs.replace(base, falkordb_wait_replicas=1)
+    stores = {"no_wait": GraphStore(base), "wait_1": GraphStore(waiting)}
+    names = {key: shard_namespaces(cluster, key.replace("_", "")) for key in stores}
+    epoch = current_epoch(cluster)
     shards: dict[int, dict] = {}
-    for setting, key in ((base, "no_wait"), (waiting, "wait_1")):
-        store = GraphStore(setting)
-        for port, ns in shard_namespaces(cluster, key.replace("_", "")).items():
-            rate = await write(store, ns, texts, vectors, args.batch)
-            shards.setdefault(port, {"port": port})[f"chunks_s_{key}"] = round(rate, 1)
-            shards[port][f"namespace_{key}"] = ns
-            print(shards[port], flush=True)
-        await store.aclose()
+    for port in names["no_wait"]:
+        shard = {key: names[key][port] for key in stores}
+        shards[port] = {"port": port, "namespace": shard["wait_1"],
+                        **await write_shard(stores, shard, texts, vectors, args.batch)}
+        print(shards[port], flush=True)
+    for other in stores.values():
+        await other.aclose()
     store = GraphStore(waiting, max_connections=8)
     together = shard_namespaces(cluster, "together")
     started = time.perf_counter()
-    await asyncio.gather(*(write(store, ns, texts, vectors, args.batch)
+    await asyncio.gather(*(write(store, ns, texts, vectors, args.batch, range(len(texts)))
                            for ns in together.values()))
     aggregate = round(3 * len(texts) / (time.perf_counter() - started), 1)
     redis = Redis.from_url(waiting.redis_url)
     asked = questions(args.queries)
     for row in shards.values():
         for mode in ("vector", "hybrid"):
-            timing = await searches(store, redis, waiting, row["namespace_wait_1"], asked,
-                                    mode)
+            timing = await searches(store, redis, waiting, row["namespace"], asked, mode)
             row.update({f"{mode}_{k}": v for k, v in timing.items()})
         print(row, flush=True)
     nodes = memory(cluster)
+    held = 3 * len(texts)  # chunks each node holds: its shard's three namespaces
+    for node in nodes:
+        before = empty[node["port"]]
+        node["rss_kib_per_chunk"] = round((node["rss_mib"] - before["rss_mib"]) * 1024 / held, 2)
+        node["used_kib_per_chunk"] = round(
+            (node["used_memory_mib"] - before["used_memory_mib"]) * 1024 / held, 2)
+    unplanned = current_epoch(cluster) - epoch  # failovers under load, none asked for
     down = await failover(cluster, store, next(iter(together.values())))
     await redis.aclose()
     await store.aclose()
-    return {"chunks_per_namespace": len(texts), "batch": args.batch, "shards": list(
+    return {"chunks_per_namespace": len(texts), "batch": args.batch,
+            "node_timeout_ms": args.node_timeout, "shards": list(
         shards.values()), "all_three_at_once_chunks_s": aggregate, "nodes": nodes,
-        "failover": down}
+        "failover": down, "unplanned_failovers": unplanned}
 
 
 def report(result: dict) -> None:
@@ -182,11 +210,13 @@ def report(result: dict) -> None:
               f"| {s['vector_p50_ms']} / {s['vector_p95_ms']} "
               f"| {s['hybrid_p50_ms']} / {s['hybrid_p95_ms']} |")
     print(f"all three shards at once, WAIT 1: {result['all_three_at_once_chunks_s']} chunks/s")
-    print("| node | role | RSS MiB | used_memory MiB |")
-    print("|---|---|---|---|")
+    print("| node | role | RSS MiB | used_memory MiB | RSS KiB / chunk | used KiB / chunk |")
+    print("|---|---|---|---|---|---|")
     for n in result["nodes"]:
-        print(f"| {n['port']} | {n['role']} | {n['rss_mib']} | {n['used_memory_mib']} |")
-    print(f"failover: {result['failover']}")
+        print(f"| {n['port']} | {n['role']} | {n['rss_mib']} | {n['used_memory_mib']} "
+              f"| {n['rss_kib_per_chunk']} | {n['used_kib_per_chunk']} |")
+    print(f"failover: {result['failover']}; unplanned failovers during the run: "
+          f"{result['unplanned_failovers']}")
 
 
 async def main() -> None:
@@ -195,8 +225,11 @@ async def main() -> None:
     parser.add_argument("--chunks", type=int, default=2000, help="per namespace")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--node-timeout", type=int, default=3000,
+                        help="ms before a silent master is failed over")
     args = parser.parse_args()
-    with falkordb_process() as queue_url, falkordb_cluster() as cluster:
+    with falkordb_process() as queue_url, \
+            falkordb_cluster(node_timeout_ms=args.node_timeout) as cluster:
         result = await measure(cluster, queue_url, args)
     report(result)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,9 @@ from zapomni.services.stack.falkordb import (
 )
 
 SLOTS = 16384
-NODE_TIMEOUT_MS = 1000  # a master unreachable this long is failed over by its replica
+# a master unreachable this long is failed over by its replica. Not shorter: on a loaded
+# host a server can stall for a second, and its replica would take over unasked
+NODE_TIMEOUT_MS = 2000
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Node:
 class Cluster:
     binaries: tuple[Path, Path]
     nodes: list[Node] = field(default_factory=list)
+    node_timeout_ms: int = NODE_TIMEOUT_MS
 
     @property
     def url(self) -> str:
@@ -54,7 +57,7 @@ class Cluster:
     def start(self, node: Node) -> None:
         command = [*server_command(self.binaries, node.port, node.data, persistent=False),
                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                   "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                   "--cluster-node-timeout", str(self.node_timeout_ms),
                    # a shard down leaves the others serving (the default stops them all)
                    "--cluster-require-full-coverage", "no",
                    # a replica takes over however long it was cut off from its master (the
@@ -165,9 +168,9 @@ def cluster_port() -> int:
 
 
 @contextlib.contextmanager
-def falkordb_cluster() -> Iterator[Cluster]:
+def falkordb_cluster(node_timeout_ms: int = NODE_TIMEOUT_MS) -> Iterator[Cluster]:
     """Six nodes (3 masters + 3 replicas), formed and healthy; every node stopped on exit."""
-    cluster = Cluster(ensure_binaries())
+    cluster = Cluster(ensure_binaries(), node_timeout_ms=node_timeout_ms)
     root = Path(tempfile.mkdtemp(prefix="zapomni-cluster-"))
     try:
         for i in range(6):
