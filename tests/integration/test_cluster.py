@@ -122,6 +122,7 @@ async def found(client: Client, question: str, namespace: str) -> list[str]:
     return [hit["memory_id"] for hit in answer["results"]]
 
 
+@pytest.mark.timeout(600)  # 80 s measured on a host at load 30, cluster start included
 async def test_namespaces_on_every_master_are_written_and_searched(cluster, on_cluster,
                                                                   client, aredis):
     spread = spread_namespaces(cluster, per_master=2)
@@ -180,7 +181,7 @@ async def fail_over_mid_ingest(cluster: Cluster, settings: Settings, client: Cli
     return replica, receipts, states
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(900)  # 50-70 s measured; a failover and a replica's full sync
 async def test_a_master_killed_mid_ingest_loses_no_accepted_memory(cluster, on_cluster,
                                                                   client, aredis):
     namespace = spread_namespaces(cluster, per_master=1)[cluster.nodes[0].port][0]
@@ -206,7 +207,7 @@ async def test_a_master_killed_mid_ingest_loses_no_accepted_memory(cluster, on_c
         assert (await found(client, question, namespace))[0] == receipt["memory_id"]
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(900)  # 40-50 s measured
 async def test_without_waiting_for_a_replica_a_failover_loses_done_memories(
         cluster, on_cluster, client, aredis):
     """What ZAPOMNI_FALKORDB_WAIT_REPLICAS=0 (the default, for one server) risks in a
