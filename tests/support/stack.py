@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -43,14 +44,16 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.ports['--mcp-port']}/mcp"
 
-    def start(self, workers: int = 2) -> None:
+    def start(self, workers: int = 2, env: dict[str, str] | None = None) -> None:
+        """``env``: ZAPOMNI_* settings for this stack, over the test process's environment."""
         command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", str(workers),
                    "--data-dir", str(self.data_dir)]
         for flag, port in self.ports.items():
             command += [flag, str(port)]
         seen = self.output.read_text().count("Zapomni is up.") if self.output.exists() else 0
         with self.output.open("ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=out)
+            self.process = subprocess.Popen(command, stdout=out, stderr=out,
+                                            env={**os.environ, **(env or {})})
         deadline = time.monotonic() + 180
         while self.output.read_text().count("Zapomni is up.") == seen:
             if self.process.poll() is not None or time.monotonic() > deadline:

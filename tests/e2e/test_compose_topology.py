@@ -1,0 +1,190 @@
+"""compose.yaml's topology as plain processes: a Redis of its own as the queue, FalkorDB as the
+store, the query service, four workers and the MCP front, each with the environment compose
+gives its service (addresses pointed at loopback). One large document fans out over the
+workers, more than one of them writes its parts, it is found by search, and neither server
+holds what belongs to the other."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+import redis
+import redis.asyncio
+import yaml
+from fastmcp import Client
+
+from tests.support.fake_ollama import FakeOllama
+from tests.support.servers import ThreadedServer
+from tests.support.waiting import eventually
+from tests.support.workers import wait_tasks
+from zapomni.services.stack.falkordb import (
+    ensure_binaries,
+    free_port,
+    start_server,
+    stop_process,
+    wait_for_server,
+)
+from zapomni.shared import tasks
+
+COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
+BIN = Path(sys.executable).parent
+WORKERS = 4
+NEEDLE = "The lighthouse on Skarv island is painted with red and white bands."
+INSTALL = ("redis-server is not installed: this test runs a plain Redis as the queue, as "
+           "compose does. Install it (Debian/Ubuntu: apt-get install redis-server) and run "
+           "again; .ci/run installs it when missing")
+
+
+def compose_env(service: str, values: dict[str, str], hosts: dict[str, str]) -> dict[str, str]:
+    """compose.yaml's environment for ``service``: ``${NAME:-default}`` and ``${NAME:?...}``
+    from ``values`` (else the default), service addresses (``redis:6379``) from ``hosts``,
+    and 0.0.0.0 binds as loopback."""
+    env = yaml.safe_load(COMPOSE.read_text())["services"][service]["environment"]
+
+    def resolve(match: re.Match) -> str:
+        name, kind, default = match.group(1), match.group(2), match.group(3)
+        if name in values:
+            return values[name]
+        assert kind == ":-", f"compose.yaml needs {name}; the test must give it"
+        return default
+
+    out = {}
+    for name, value in env.items():
+        value = re.sub(r"\$\{(\w+)(:-|:\?)([^}]*)\}", resolve, str(value or ""))
+        value = re.sub(r"(?<=//)([\w-]+:\d+)", lambda m: hosts.get(m.group(1), m.group(1)),
+                       value)
+        out[name] = "127.0.0.1" if value == "0.0.0.0" else value
+    return out
+
+
+@contextmanager
+def queue_redis(work: Path) -> Iterator[int]:
+    """A plain redis-server (not FalkorDB) on a free port, as compose's `redis` service."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(INSTALL, pytrace=False)
+    port = free_port()
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1",
+                                "--dir", str(work), "--save", "", "--appendonly", "no"],
+                               stdout=subprocess.DEVNULL)
+    try:
+        wait_for_server(port, process, timeout=60)
+        yield port
+    finally:
+        stop_process(process)
+
+
+@contextmanager
+def service(name: str, env: dict[str, str], logs: Path) -> Iterator[subprocess.Popen]:
+    """compose's ``command`` for the service (the installed entry point), with its env."""
+    with (logs / f"{name}.log").open("wb") as out:
+        process = subprocess.Popen([str(BIN / name.split("#")[0])], stdout=out,
+                                   stderr=subprocess.STDOUT,
+                                   env={**os.environ, **env})
+    try:
+        yield process
+    finally:
+        stop_process(process, timeout=30)
+
+
+def document() -> str:
+    """~170 kB: at compose's defaults (256-token chunks, 32 per part) five parts or more."""
+    lines = [f"Line {i}: the night bus to district {i} leaves stop {i % 97} at {i % 24}:15 "
+             f"and reaches the ferry pier {i % 13} minutes later." for i in range(2600)]
+    lines.insert(1300, NEEDLE)
+    return "\n".join(lines)
+
+
+async def wait_ready(url: str, what: str) -> None:
+    async def status() -> int:
+        try:
+            async with httpx2.AsyncClient() as http:
+                return (await http.get(url, timeout=2)).status_code
+        except httpx2.HTTPError:
+            return 0
+
+    await eventually(status, lambda code: code == 200, what, timeout=180, every=0.3)
+
+
+def keys_by_type(port: int) -> dict[str, str]:
+    client = redis.Redis(port=port, decode_responses=True)
+    try:
+        return {key: client.type(key) for key in client.scan_iter(count=1000)}
+    finally:
+        client.close()
+
+
+@pytest.mark.timeout(900)  # 6 processes start, ~170 chunks embedded and written
+async def test_compose_topology_with_four_workers_shares_one_document(tmp_path):
+    ollama, token = FakeOllama(), secrets.token_urlsafe(32)
+    query_port, mcp_port = free_port(), free_port()
+    work = Path(tempfile.mkdtemp(prefix="zapomni-compose-", dir=tmp_path))
+    with ExitStack() as stack:
+        ollama.url = stack.enter_context(ThreadedServer(ollama.app)).url
+        queue_port = stack.enter_context(queue_redis(work))
+        store_port = free_port()
+        store = start_server(ensure_binaries(), store_port, work / "falkordb", persistent=False)
+        stack.callback(stop_process, store)
+        hosts = {"redis:6379": f"127.0.0.1:{queue_port}",
+                 "falkordb:6379": f"127.0.0.1:{store_port}",
+                 "query:8766": f"127.0.0.1:{query_port}"}
+        values = {"ZAPOMNI_OLLAMA_URL": ollama.url, "ZAPOMNI_MCP_TOKEN": token}
+        ports = {"query": {"ZAPOMNI_QUERY_PORT": str(query_port)},
+                 "mcp": {"ZAPOMNI_MCP_PORT": str(mcp_port)},
+                 "worker": {"ZAPOMNI_WORKER_METRICS_PORT": "0"}}  # one port each in compose
+        env = {name: {**compose_env(name, values, hosts), **ports[name]} for name in ports}
+        assert env["worker"]["ZAPOMNI_REDIS_URL"] == f"redis://127.0.0.1:{queue_port}/0"
+        assert env["worker"]["ZAPOMNI_FALKORDB_URL"] == f"redis://127.0.0.1:{store_port}"
+        stack.enter_context(service("zapomni-query", env["query"], work))
+        for i in range(WORKERS):
+            stack.enter_context(service(f"zapomni-worker#{i}", env["worker"], work))
+        stack.enter_context(service("zapomni-mcp", env["mcp"], work))
+        await wait_ready(f"http://127.0.0.1:{query_port}/readyz", "the query service")
+        await wait_ready(f"http://127.0.0.1:{mcp_port}/healthz", "the MCP front")
+        await check_one_document(f"http://127.0.0.1:{mcp_port}/mcp", token, queue_port)
+        check_keys(queue_port, store_port)
+
+
+async def check_one_document(url: str, token: str, queue_port: int) -> None:
+    queue = redis.asyncio.Redis(port=queue_port)
+    try:
+        async with Client(url, auth=token) as client:
+            await eventually(lambda: _stats(client), lambda s: s["workers_alive"] == WORKERS,
+                             f"{WORKERS} workers alive", timeout=180, every=0.5)
+            receipt = (await client.call_tool("add_memory", {"text": document()})).data
+            await wait_tasks(queue, [receipt["task_id"]], timeout=600)
+            writers = await tasks.part_workers(queue, receipt["task_id"])
+            record = await tasks.get_task(queue, receipt["task_id"])
+            assert len(writers) == record.total >= 4, (writers, record)
+            assert len(set(writers.values())) > 1, f"one worker wrote every part: {writers}"
+            found = (await client.call_tool("search_memory", {"query": NEEDLE})).data
+            assert found["results"][0]["memory_id"] == receipt["memory_id"], found
+    finally:
+        await queue.aclose()
+
+
+async def _stats(client: Client) -> dict:
+    return (await client.call_tool("get_stats", {})).data
+
+
+def check_keys(queue_port: int, store_port: int) -> None:
+    """The queue Redis holds the queue and task records, no graph; the store holds graphs
+    and nothing of the queue's."""
+    queue, store = keys_by_type(queue_port), keys_by_type(store_port)
+    assert queue and store
+    assert "graphdata" not in queue.values(), queue
+    assert any(key.startswith("arq:") for key in queue), queue
+    assert any(key.startswith("zapomni:task:") for key in queue), queue
+    assert not [k for k in store if k.startswith(("arq:", "zapomni:task:"))], store
+    assert "graphdata" in store.values(), store
