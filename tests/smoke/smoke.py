@@ -52,7 +52,9 @@ def free_ports(count: int) -> list[int]:
 
 
 def port_free(port: int) -> bool:
+    """Nothing listens on it (connections closing in TIME_WAIT do not count)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
