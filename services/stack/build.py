@@ -87,7 +87,8 @@ def build_into(home: Path, package: str, say: Callable[[str], None]) -> None:
     when the build succeeded. The caller holds the build lock."""
     log = home.parent / f"{home.name}.build.log"
     command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input",
-               "--disable-pip-version-check", "--ignore-requires-python", "--target"]
+               "--disable-pip-version-check", "--progress-bar", "off", "--ignore-requires-python",
+               "--target"]
     with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
         code = run_with_progress([*command, tmp, package], log,
                                  f"building the FalkorDB server ({package})", say)
