@@ -510,7 +510,7 @@ class Version(Lenient):
 class UpdateReceipt(Lenient):
     memory_id: str  # the new version (a new text), or the memory itself (metadata)
     task_id: str | None  # None when nothing changed
-    status: str  # the task's state, or "unchanged"
+    status: str  # the task's state, "unchanged", or "refused" (the write policy; message why)
     namespace: str = DEFAULT_NAMESPACE
     supersedes: str | msgspec.UnsetType = msgspec.UNSET  # a new text: the version it replaces
     duplicate: bool | msgspec.UnsetType = msgspec.UNSET  # the new text was stored already

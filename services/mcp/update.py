@@ -30,6 +30,7 @@ from zapomni.shared.messages import (
     AddMemory,
     MemoryRecord,
     MemoryRef,
+    Refused,
     TaskRecord,
     UpdateJob,
     UpdateMemory,
@@ -127,6 +128,9 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
                        namespace=request.namespace, supersedes=request.memory_id,
                        **merged_fields(old, request.patch))
     receipt = await ops.add_memory(front, memory)
+    if isinstance(receipt, Refused):  # the namespace's write policy: nothing was stored
+        return UpdateReceipt(memory_id=request.memory_id, task_id=None, status="refused",
+                             namespace=request.namespace, message=receipt.reason)
     if receipt.duplicate:
         return UpdateReceipt(
             memory_id=receipt.memory_id, task_id=receipt.task_id, status=receipt.status,

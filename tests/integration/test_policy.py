@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 from fastmcp import Client
 
 from tests.conftest import make_settings
@@ -110,3 +111,23 @@ async def test_the_window_slides(settings, falkordb_url, aredis):
             lambda answer: answer.get("stored", True), "the window to pass", timeout=30)
     assert later["status"] == "queued"
     assert await left_behind(aredis, settings) == (2, 2, 2)
+
+
+async def test_a_new_version_the_policy_refuses_answers_refused_and_keeps_the_old(
+        settings, falkordb_url, query_service):
+    policed = with_policy(falkordb_url, {"*": {"min_confidence": 0.5}})
+    # the query service started for `settings` answers get_memory
+    settings = msgspec.structs.replace(settings, write_policy=policed.write_policy)
+    async with Client(build_server(settings)) as client:
+        first = await call(client, "add_memory", text="The meeting is on Friday.",
+                           metadata={"confidence": 0.9})
+        await run_workers(settings)
+        doubtful = await call(client, "update_memory", memory_id=first["memory_id"],
+                              text="The meeting might be on Saturday.",
+                              metadata={"confidence": 0.2})
+        kept = await call(client, "get_memory", memory_id=first["memory_id"])
+    assert doubtful == {"memory_id": first["memory_id"], "task_id": None, "status": "refused",
+                        "namespace": "default", "message": (
+                            "metadata.confidence: 0.2 is below the minimum of 0.5 in namespace "
+                            "'default' (write policy); nothing was stored")}
+    assert (kept["text"], kept["metadata"]["confidence"]) == ("The meeting is on Friday.", 0.9)
