@@ -32,10 +32,12 @@ VECTOR_INDEX = (
 CLAIM_MODEL = """
 MERGE (x:ZapomniMeta {key: 'embedding'})
 ON CREATE SET x.model = $model, x.dim = $dim, x.created_at = $now
-RETURN x.model, x.dim
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), x.next_model, x.next_dim
 """
 INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
-READ_MODEL = "MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim"
+READ_MODEL = """
+MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
+"""
 
 # ---- writes ----
 # m.task_id / m.gen: the ingest that writes the memory. A newer claim (a higher generation:

@@ -19,7 +19,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 from redis.asyncio.cluster import RedisCluster
 
-from zapomni.shared import cypher
+from zapomni.shared import cypher, cypher_moves
 from zapomni.shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
 from zapomni.shared.falkordb_internals import falkordb_on
 from zapomni.shared.settings import Settings
@@ -59,6 +59,7 @@ class Graph(AsyncGraph):
     def __init__(self, db: FalkorDB, name: str, read_timeout: int) -> None:
         super().__init__(db, name)
         self.read_timeout = read_timeout  # milliseconds
+        self.vector_prop = "embedding"  # where its chunks' vectors are (check_model says)
 
 
 class GraphStore:
@@ -74,7 +75,8 @@ class GraphStore:
             decode_responses=True,  # what FalkorDB's client sets when it makes the pool
         )
         self.settings = settings
-        self.prepared: dict[str, tuple[str, int]] = {}  # namespace -> (model, dim)
+        # namespace -> (model, dim, vector property) whose indexes this process created
+        self.prepared: dict[str, tuple[str, int, str]] = {}
         self.replids: dict[str, str] = {}  # namespace -> its master's replication id
         self.nodes: dict[str, redis.asyncio.Redis] = {}  # one client per master (replication)
         self.max_connections = max_connections
@@ -194,44 +196,59 @@ def _mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]) -> E
     return EmbeddingRejected(
         f"namespace '{namespace}' holds vectors of {have[0]} ({have[1]}-d) but this process "
         f"embeds with {want[0]} ({want[1]}-d); vectors of two models cannot be mixed. "
-        "Use another namespace or set the embedder the namespace was built with."
+        f"To move the namespace to {want[0]}, run `zapomni reembed --namespace {namespace}` "
+        "with workers that embed with it; otherwise set the embedder the namespace was built "
+        f"with ({have[0]})."
     )
 
 
-async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> None:
+def vector_prop(namespace: str, row: list[Any], model: str, dim: int) -> str:
+    """Which chunk property holds this model's vectors in the namespace (a ZapomniMeta row:
+    model, dim, prop, next model, next dim): its own, or, while a reembed to this model is
+    under way, the one the reembed writes. Raises on any other model."""
+    have, prop = (row[0], int(row[1])), row[2] or cypher_moves.PROPS[0]
+    if have == (model, dim):
+        return prop
+    if row[3] is not None and (row[3], int(row[4] or 0)) == (model, dim):
+        return cypher_moves.other(prop)
+    raise _mismatch(namespace, have, (model, dim))
+
+
+async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> str:
     """Record the namespace's model (first writer wins), refuse another model, and create the
-    indexes. Idempotent; done once per process and namespace."""
-    if store.prepared.get(namespace) == (model, dim):
-        return
+    indexes; the chunk property this model's vectors go to. The record is read on every call
+    (a reembed switches it); the indexes are created once per process, namespace and
+    property."""
     graph = store.graph(namespace)
     rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim, "now": time.time()})
-    have = (rows[0][0], int(rows[0][1]))
-    if have != (model, dim):
-        raise _mismatch(namespace, have, (model, dim))
+    prop = vector_prop(namespace, rows[0], model, dim)
+    if store.prepared.get(namespace) == (model, dim, prop):
+        return prop
     s = store.settings
     hnsw = {"dim": dim, "m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
             "ef_runtime": s.hnsw_ef_runtime}
-    for query, params in [*((q, None) for q in cypher.SCHEMA), (cypher.VECTOR_INDEX, hnsw)]:
+    for query, params in [*((q, None) for q in cypher.SCHEMA),
+                          (cypher_moves.VECTOR_INDEX[prop], hnsw)]:
         try:
             await graph.query(query, params)
         except redis.exceptions.ResponseError as exc:
             if "already indexed" not in str(exc):
                 raise StoreError(f"could not create an index in namespace '{namespace}'") \
                     from exc
-    store.prepared[namespace] = (model, dim)
+    store.prepared[namespace] = (model, dim, prop)
+    return prop
 
 
-async def check_model(store: GraphStore, namespace: str, model: str, dim: int) -> bool:
-    """For readers: False when the namespace holds nothing yet; raises on a model mismatch."""
-    if store.prepared.get(namespace) == (model, dim):
-        return True
+async def check_model(store: GraphStore, namespace: str, model: str, dim: int) -> str:
+    """For readers: the chunk property that holds this model's vectors ('' when the
+    namespace holds nothing yet); raises when the namespace is built with another model.
+    Read on every call: a reembed switches the namespace to its new model at any time."""
     if not await namespace_exists(store, namespace):
-        return False
+        return ""
     rows = await run(store.graph(namespace), cypher.READ_MODEL, read_only=True)
     if not rows:
-        return False
+        return ""
     have = (rows[0][0], int(rows[0][1]))
     if have != (model, dim):
         raise _mismatch(namespace, have, (model, dim))
-    store.prepared[namespace] = have
-    return True
+    return rows[0][2] or cypher_moves.PROPS[0]

@@ -22,7 +22,7 @@ TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128)]
 DEFAULT_NAMESPACE = "default"
 
-TaskKind = Literal["ingest", "delete", "graph", "update", "files"]
+TaskKind = Literal["ingest", "delete", "graph", "update", "files", "import", "reembed"]
 TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
 
@@ -285,6 +285,7 @@ class TaskRecord(Lenient):
     meta_hash: str = ""
     previous: str = ""  # update tasks: the task that owned the memory before, given it back
     files: str = ""  # files tasks: a FileCounts as JSON
+    embedded: int = 0  # import and reembed tasks: chunks embedded (not reused from a file)
 
 
 class TaskProgress(Lenient):
@@ -642,3 +643,79 @@ class Context(Lenient):
     latest_message: str
     metadata: ContextInfo
     prompt: str
+
+# ---- moves: zapomni export / import / reembed (services/cli/moves.py, workers/moves.py) -----
+
+EXPORT_FORMAT = "zapomni-export"
+EXPORT_VERSION = 1
+
+
+class ExportHeader(Base, kw_only=True):
+    """The first line of an export file (gzip-compressed JSON lines)."""
+
+    format: Literal["zapomni-export"]
+    version: int
+    namespace: Namespace
+    model: str  # the embedder the namespace was built with
+    dim: Annotated[int, Meta(ge=1, le=8192)]
+    memories: Annotated[int, Meta(ge=0)]  # counted when the export began
+    chunks: Annotated[int, Meta(ge=0)]
+    vectors: bool  # whether each chunk carries its vector
+    exported_at: float = 0.0
+
+
+class ExportedChunk(Base, kw_only=True):
+    """A chunk: its span of the memory's text, and (``--vectors``) its vector as
+    little-endian float32 bytes (base64 in the JSON line)."""
+
+    idx: Annotated[int, Meta(ge=0)]
+    char_start: Annotated[int, Meta(ge=0)]
+    char_end: Annotated[int, Meta(ge=0)]
+    tokens: Annotated[int, Meta(ge=0)] = 0
+    vector: bytes | None = None
+
+
+class ExportedMemory(Base, kw_only=True):
+    """One line of an export file after the header: a searchable memory, with its chunks."""
+
+    id: MemoryId
+    text: Annotated[str, Meta(min_length=1)]
+    content_hash: str = ""
+    tags: list[str] = []
+    source: str = ""
+    metadata: dict[str, Any] = {}
+    created_at: float
+    thread: str = ""
+    after: str = ""  # the memory before it in its thread
+    importance: float | None = None
+    memory_type: str = ""
+    pinned: bool = False
+    expires_at: float | None = None
+    supersedes: str = ""  # versions (update_memory): the memory this one replaced
+    superseded_by: str = ""  # and the one that replaced it
+    access_count: int = 0
+    accessed_at: float | None = None
+    chunks: list[ExportedChunk] = []
+
+
+class ImportJob(Job, kw_only=True):
+    """One batch of an import: memories as the file holds them (vectors reused when the
+    file's model and dimension are the worker's, embedded again otherwise)."""
+
+    task_id: str
+    namespace: str
+    part: int
+    parts: int
+    model: str
+    dim: int
+    memories: list[ExportedMemory]
+
+
+class ReembedJob(Job, kw_only=True):
+    """A step of a reembed task: the chunks after ``after`` (in id order) that have no
+    vector of the new model yet, a batch at a time, until the step's time share is used."""
+
+    task_id: str
+    namespace: str
+    after: str = ""
+    seq: int = 0  # which step this is (each step enqueues the next under a derived id)

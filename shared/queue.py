@@ -31,6 +31,8 @@ BUILD_GRAPH = "build_graph"
 GRAPH_PART = "graph_part"
 UPDATE = "update_memory"
 FILES = "ingest_files"
+IMPORT = "import_batch"
+REEMBED = "reembed_chunks"
 
 
 def _encode_unknown(obj: Any) -> Any:

@@ -137,6 +137,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ingest_roots: str = ""
     ingest_max_file_bytes: Annotated[int, Meta(ge=1, le=10_000_000)] = 10_000_000
     ingest_max_files: Annotated[int, Meta(ge=1)] = 100_000
+    # moving a namespace (zapomni import / reembed; docs/operations.md)
+    import_batch: Annotated[int, Meta(ge=1, le=1000)] = 100  # memories per import job
+    reembed_batch: Annotated[int, Meta(ge=1, le=1000)] = 64  # chunks per reembed write
 
     log_level: str = "INFO"
 

@@ -98,9 +98,9 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
                                 f"expected ({len(job.chunks)}, {dim})")
     embedded = time.perf_counter()
     graph = res.store.graph(job.namespace)
-    await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
+    prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
     with metrics.STAGE_SECONDS.labels("write").time():
-        await write_chunks(graph, job.memory_id, job.chunks, vectors)
+        await write_chunks(graph, job.memory_id, job.chunks, vectors, prop)
     metrics.CHUNKS_EMBEDDED.inc(len(job.chunks))
     log.info("part %d/%d of %s: %d chunks, embed %.2fs, write %.2fs", job.part + 1, job.parts,
              job.memory_id, len(job.chunks), embedded - started, time.perf_counter() - embedded)

@@ -11,7 +11,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from zapomni.shared import cypher
+from zapomni.shared import cypher, cypher_moves
 from zapomni.shared.embed import to_params
 from zapomni.shared.entities import entity_id
 from zapomni.shared.graphstore import execute, meta_pair
@@ -63,14 +63,16 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
 
 
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],
-                       vectors: np.ndarray) -> None:
+                       vectors: np.ndarray, prop: str = "embedding") -> None:
+    """``prop``: the chunk property the embedder's vectors go to (shared/cypher_moves.py)."""
     rows = [
         {"id": chunk_id(memory_id, c.idx), "idx": c.idx, "text": c.text,
          "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens,
          "start_line": c.start_line or None, "end_line": c.end_line or None, "vec": vec}
         for c, vec in zip(chunks, to_params(vectors), strict=True)
     ]
-    await run(graph, cypher.MERGE_CHUNKS, {"memory_id": memory_id, "rows": rows}, "chunks")
+    await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
+              "chunks")
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:

@@ -1,0 +1,2 @@
+"""Operator commands of the ``zapomni`` console script that move a namespace: export,
+import and reembed (docs/operations.md, "Move a namespace")."""

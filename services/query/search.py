@@ -37,7 +37,7 @@ from zapomni.services.query.fusion import (
 )
 from zapomni.services.query.keyword import bm25, idf, stem, terms, tokenize
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
-from zapomni.shared import cypher, metrics
+from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
 from zapomni.shared.messages import MoreMatch, RankPart, SearchHit, SearchRequest, SearchResponse
@@ -88,11 +88,13 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     started = time.perf_counter()
     empty = SearchResponse(namespace=request.namespace, query=request.query, results=[],
                            mode=request.mode, rank=request.rank)
-    if not await check_model(store, request.namespace, embedder.name,
-                             await embedder.dimension()):
+    prop = await check_model(store, request.namespace, embedder.name,
+                             await embedder.dimension())
+    if not prop:
         return msgspec.structs.replace(
             empty, note=f"namespace '{request.namespace}' holds no memories yet")
     graph = store.graph(request.namespace)
+    graph.vector_prop = prop
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
@@ -232,11 +234,12 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
                         request: SearchRequest, params: dict[str, Any]) -> Ranked:
     vector = await embed_query(embedder, redis, request.query)
     params = {**params, "vector": to_params(vector[None, :])[0]}
-    rows = await run(graph, cypher.SEARCH_VECTOR, {**params, "k": hnsw_k(request, params[
-        "depth"])}, read_only=True)
+    prop = getattr(graph, "vector_prop", "embedding")
+    rows = await run(graph, cypher_moves.SEARCH_VECTOR[prop], {**params, "k": hnsw_k(
+        request, params["depth"])}, read_only=True)
     if len(rows) < min(params["depth"], request.limit * 2):
         # HNSW post-filtering can lose results a selective filter would keep: score exactly
-        rows = await run(graph, cypher.SEARCH_EXACT, params, read_only=True)
+        rows = await run(graph, cypher_moves.SEARCH_EXACT[prop], params, read_only=True)
     return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
 
 

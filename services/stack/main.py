@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx2
 
+from zapomni.services.cli.moves import add_commands
 from zapomni.services.stack.falkordb import (
     default_dir,
     ensure_binaries,
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--metrics-port", type=int, default=9470,
                      help="worker i serves /metrics on this port + i")
     add_ingest_parser(sub)
+    add_commands(sub)
     args = parser.parse_args(argv)
     if args.command == "ingest":
         from zapomni.services.cli.ingest import run as ingest  # only this subcommand needs a client
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ingest(args, args.url or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp",
                         args.token or settings.mcp_token, settings.ingest_max_file_bytes,
                         settings.ingest_max_files))
+    if hasattr(args, "run"):
+        sys.exit(args.run(args))
     if args.command == "setup":
         ensure_binaries(Settings.from_env().cache_dir, say=say)
         return

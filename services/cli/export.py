@@ -1,0 +1,123 @@
+"""``zapomni export``: a namespace's searchable memories as gzip-compressed JSON lines.
+
+The first line is an ExportHeader (format, version, namespace, model, dimension, counts);
+each further line an ExportedMemory with its chunks' spans and, with ``--vectors``, their
+vectors. FalkorDB is read directly and read-only, a page of memories at a time by id
+(keyset: the page after the last id written), so memory stays flat whatever the namespace's
+size. Memories still being ingested, and expired ones, are left out; every version of an
+updated memory is kept, with its links.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+
+from zapomni.services.cli.counter import Progress
+from zapomni.shared import cypher_moves
+from zapomni.shared.errors import NotFound
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.messages import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    ExportedChunk,
+    ExportedMemory,
+    ExportHeader,
+)
+from zapomni.shared.settings import Settings
+
+PAGE = 200  # memories read per query
+
+_decode_json = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+async def read_header(store: GraphStore, namespace: str, vectors: bool) -> ExportHeader:
+    if not await namespace_exists(store, namespace):
+        raise NotFound(f"namespace '{namespace}' does not exist on this server; "
+                       "check the name (get_stats lists a namespace's memories)")
+    graph = store.graph(namespace)
+    meta = await run(graph, cypher_moves.READ_META, read_only=True)
+    if not meta:
+        raise NotFound(f"namespace '{namespace}' holds no memories yet; nothing to export")
+    counts = await run(graph, cypher_moves.COUNT_EXPORT, {"now": time.time()}, read_only=True)
+    return ExportHeader(format=EXPORT_FORMAT, version=EXPORT_VERSION, namespace=namespace,
+                        model=meta[0][0], dim=int(meta[0][1]), memories=int(counts[0][0]),
+                        chunks=int(counts[0][1]), vectors=vectors, exported_at=time.time())
+
+
+async def memory_pages(store: GraphStore, namespace: str, vectors: bool
+                       ) -> AsyncIterator[list[ExportedMemory]]:
+    """The namespace's memories, a page at a time in id order."""
+    graph = store.graph(namespace)
+    meta = await run(graph, cypher_moves.READ_META, read_only=True)
+    chunks_query = (cypher_moves.EXPORT_VECTORS[meta[0][2]] if vectors
+                    else cypher_moves.EXPORT_CHUNKS)
+    after = ""
+    while True:
+        rows = await run(graph, cypher_moves.EXPORT_PAGE,
+                         {"after": after, "now": time.time(), "limit": PAGE}, read_only=True)
+        if not rows:
+            return
+        ids = [row[0] for row in rows]
+        chunk_rows = await run(graph, chunks_query, {"ids": ids}, read_only=True)
+        yield [exported(row, chunks) for row, chunks in zip(rows, group(ids, chunk_rows),
+                                                           strict=True)]
+        after = ids[-1]
+
+
+def group(ids: list[str], rows: list[list[Any]]) -> list[list[ExportedChunk]]:
+    by_memory: dict[str, list[ExportedChunk]] = defaultdict(list)
+    for row in rows:
+        vector = (np.asarray(row[5], dtype="<f4").tobytes()
+                  if len(row) > 5 and row[5] is not None else None)
+        by_memory[row[0]].append(ExportedChunk(idx=int(row[1]), char_start=int(row[2]),
+                                               char_end=int(row[3]), tokens=int(row[4] or 0),
+                                               vector=vector))
+    return [sorted(by_memory[i], key=lambda c: c.idx) for i in ids]
+
+
+def exported(row: list[Any], chunks: list[ExportedChunk]) -> ExportedMemory:
+    (mid, text, content_hash, tags, source, metadata, created_at, thread, after, importance,
+     memory_type, pinned, expires_at, supersedes, superseded_by, access_count,
+     accessed_at) = row
+    return ExportedMemory(
+        id=mid, text=text, content_hash=content_hash or "", tags=list(tags or []),
+        source=source or "", metadata=_decode_json(metadata or "{}"),
+        created_at=float(created_at), thread=thread or "", after=after or "",
+        importance=importance, memory_type=memory_type or "", pinned=bool(pinned),
+        expires_at=expires_at, supersedes=supersedes or "", superseded_by=superseded_by or "",
+        access_count=int(access_count or 0), accessed_at=accessed_at, chunks=chunks)
+
+
+async def export_namespace(settings: Settings, namespace: str, out: IO[bytes], *,
+                           vectors: bool, show: bool = True) -> ExportHeader:
+    """Write the namespace to ``out`` (a binary stream; gzip-compressed here)."""
+    store = GraphStore(settings, max_connections=2)
+    try:
+        header = await read_header(store, namespace, vectors)
+        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) as zipped, \
+                Progress(f"export {namespace}", header.memories, "memories",
+                         quiet=not show) as progress:
+            zipped.write(_encode(header) + b"\n")
+            written = 0
+            async for page in memory_pages(store, namespace, vectors):
+                zipped.write(b"".join(_encode(m) + b"\n" for m in page))
+                written += len(page)
+                progress.update(written)
+        return msgspec.structs.replace(header, memories=written)
+    finally:
+        await store.aclose()
+
+
+def open_output(path: str) -> IO[bytes]:
+    if path in ("", "-"):
+        return sys.stdout.buffer
+    return open(path, "wb")  # noqa: SIM115 - closed by the caller

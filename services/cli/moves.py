@@ -1,0 +1,104 @@
+"""The ``zapomni export``, ``zapomni import`` and ``zapomni reembed`` commands: argparse
+registration and one clear line on stderr for anything that goes wrong."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from zapomni.services.cli.export import export_namespace, open_output
+from zapomni.services.cli.restore import import_file
+from zapomni.shared.errors import ZapomniError
+from zapomni.shared.messages import NAMESPACE_PATTERN
+from zapomni.shared.settings import Settings
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register the commands on ``zapomni``'s subparsers; each sets ``run``."""
+    export = sub.add_parser("export", help="write a namespace to a gzip JSON-lines file")
+    export.add_argument("--namespace", required=True)
+    export.add_argument("--vectors", action="store_true",
+                        help="include each chunk's vector (an import then embeds nothing)")
+    export.add_argument("-o", "--output", default="-", help="file to write ('-': stdout)")
+    export.set_defaults(run=run_export)
+    load = sub.add_parser("import", help="restore an export file through the workers")
+    load.add_argument("file")
+    load.add_argument("--namespace", default=None,
+                      help="the namespace to import into (default: the file's)")
+    load.set_defaults(run=run_import)
+    reembed = sub.add_parser("reembed", help="re-embed a namespace with the workers' model")
+    reembed.add_argument("--namespace", required=True)
+    reembed.add_argument("--mcp-url", default="",
+                         help="the front (default: http://ZAPOMNI_MCP_HOST:ZAPOMNI_MCP_PORT/mcp)")
+    reembed.add_argument("--no-wait", action="store_true", help="start the task and return")
+    reembed.set_defaults(run=run_reembed)
+
+
+def check_namespace(name: str | None) -> None:
+    import re
+
+    if name is not None and not re.fullmatch(NAMESPACE_PATTERN, name):
+        raise ZapomniError(f"--namespace: '{name}' is not a namespace name (1-64 of a-z, "
+                           "0-9, _ and -, starting with a letter or digit)")
+
+
+def guarded(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    try:
+        return asyncio.run(work())
+    except ZapomniError as exc:
+        print(f"zapomni: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("zapomni: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+def run_export(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        check_namespace(args.namespace)
+        out = open_output(args.output)
+        try:
+            header = await export_namespace(Settings.from_env(), args.namespace, out,
+                                            vectors=args.vectors)
+        finally:
+            if out is not sys.stdout.buffer:
+                out.close()
+        print(f"zapomni: exported {header.memories:,} memories of '{args.namespace}' "
+              f"({header.model}, {header.dim}-d{', with vectors' if args.vectors else ''})",
+              file=sys.stderr, flush=True)
+        return 0
+    return guarded(work)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        check_namespace(args.namespace)
+        path = Path(args.file)
+        if not path.is_file():
+            raise ZapomniError(f"{args.file}: no such file")
+        record = await import_file(Settings.from_env(), path, args.namespace)
+        if record.state != "done":
+            raise ZapomniError(f"the import task {record.task_id} ended {record.state}: "
+                               f"{record.error or record.message}")
+        print(f"zapomni: {record.message} (task {record.task_id})", file=sys.stderr,
+              flush=True)
+        return 0
+    return guarded(work)
+
+
+def run_reembed(args: argparse.Namespace) -> int:
+    from zapomni.services.cli.reembed import reembed_namespace
+
+    async def work() -> int:
+        check_namespace(args.namespace)
+        record = await reembed_namespace(Settings.from_env(), args.namespace,
+                                         mcp_url=args.mcp_url, wait=not args.no_wait)
+        print(f"zapomni: reembed task {record['task_id']}: {record['state']}"
+              f"{' - ' + record['message'] if record.get('message') else ''}",
+              file=sys.stderr, flush=True)
+        return 0 if record["state"] in ("done", "queued", "running") else 1
+    return guarded(work)

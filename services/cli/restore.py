@@ -1,0 +1,207 @@
+"""``zapomni import``: an export file back into a namespace, through the queue and workers.
+
+This command is the front of an import: it reads the whole file once and checks every line
+(the header, each memory, each chunk's span and vector) before anything is queued, so a bad
+file stores nothing and the message names its line. Then it creates an "import" task and
+queues the memories in batches (``import_batch`` jobs, counted against the queue's limits:
+a full queue is waited for, not refused), and shows the task's progress until it ends.
+Workers write, as for every other change; they reuse the file's vectors when its model is
+theirs and embed again otherwise, and make the import searchable at once at its end
+(workers/moves.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+from redis.asyncio import Redis
+
+from zapomni.services.cli.counter import Progress
+from zapomni.shared import tasks
+from zapomni.shared.errors import InvalidInput, Overloaded
+from zapomni.shared.ids import new_task_id, part_job_id
+from zapomni.shared.messages import (
+    EXPORT_VERSION,
+    ExportedMemory,
+    ExportHeader,
+    ImportJob,
+    TaskRecord,
+)
+from zapomni.shared.queue import IMPORT, connect_queue, enqueue
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import describe
+
+QUEUE_WAIT = 2.0  # seconds between tries while the queue is full
+POLL = 0.5  # seconds between looks at the task's progress
+
+_header = msgspec.json.Decoder(ExportHeader)
+_memory = msgspec.json.Decoder(ExportedMemory)
+
+
+@dataclass(frozen=True)
+class Checked:
+    header: ExportHeader
+    memories: int
+    chunks: int
+
+
+def bad(path: Path, line: int, what: str) -> InvalidInput:
+    return InvalidInput(f"{path.name} line {line}: {what}; nothing was imported. Use a file "
+                        "written by `zapomni export`")
+
+
+def decode_line(path: Path, number: int, raw: bytes, header: ExportHeader) -> ExportedMemory:
+    try:
+        memory = _memory.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise bad(path, number, describe(exc)) from None
+    except msgspec.DecodeError:
+        raise bad(path, number, "not a JSON object (the line is cut or corrupted)") from None
+    for chunk in memory.chunks:
+        if not chunk.char_start < chunk.char_end <= len(memory.text):
+            raise bad(path, number, f"chunk {chunk.idx} spans characters {chunk.char_start}-"
+                                    f"{chunk.char_end} of a text of {len(memory.text)}")
+        if header.vectors and len(chunk.vector or b"") != header.dim * 4:
+            raise bad(path, number, f"chunk {chunk.idx} has no vector of {header.dim} "
+                                    "float32 values, which the header promises")
+    return memory
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a gzip file; bad compression becomes one clear error."""
+    number = 0
+    try:
+        with gzip.open(path, "rb") as lines:
+            for number, raw in enumerate(lines, start=1):  # noqa: B007 - read after the loop
+                yield number, raw
+    except gzip.BadGzipFile:
+        raise InvalidInput(f"{path.name}: not a gzip file; `zapomni export` writes "
+                           "gzip-compressed JSON lines; nothing was imported") from None
+    except EOFError:
+        raise InvalidInput(f"{path.name}: the file ends after line {number} in the middle "
+                           "of its compressed data (cut short?); nothing was imported") from None
+    except zlib.error:
+        raise InvalidInput(f"{path.name}: the compressed data is corrupted after line "
+                           f"{number}; nothing was imported") from None
+
+
+def read_header(path: Path, number: int, raw: bytes) -> ExportHeader:
+    try:
+        header = _header.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        what = describe(exc) if isinstance(exc, msgspec.ValidationError) else "not JSON"
+        raise bad(path, number, f"not an export header ({what})") from None
+    if header.version != EXPORT_VERSION:
+        raise bad(path, number, f"format version {header.version}; this Zapomni reads "
+                                f"version {EXPORT_VERSION}")
+    return header
+
+
+def memories(path: Path) -> Iterator[tuple[ExportHeader, ExportedMemory | None]]:
+    """The file's header (with None), then every memory of the file, checked."""
+    header: ExportHeader | None = None
+    for number, raw in read_lines(path):
+        if header is None:
+            header = read_header(path, number, raw)
+            yield header, None
+        elif raw.strip():
+            yield header, decode_line(path, number, raw, header)
+    if header is None:
+        raise InvalidInput(f"{path.name}: the file is empty; nothing was imported")
+
+
+def check_file(path: Path) -> Checked:
+    """Read the whole file once: its header and counts, or the first problem."""
+    found: ExportHeader | None = None
+    count = chunks = 0
+    for header, memory in memories(path):
+        found = header
+        if memory is not None:
+            count += 1
+            chunks += len(memory.chunks)
+    assert found is not None  # memories() raised otherwise
+    return Checked(found, count, chunks)
+
+
+def batches(path: Path, size: int) -> Iterator[tuple[ExportHeader, list[ExportedMemory]]]:
+    batch: list[ExportedMemory] = []
+    last: ExportHeader | None = None
+    for header, memory in memories(path):
+        last = header
+        if memory is not None:
+            batch.append(memory)
+        if len(batch) >= size:
+            yield header, batch
+            batch = []
+    if batch and last is not None:
+        yield last, batch
+
+
+async def enqueue_waiting(redis: Redis, settings: Settings, job: ImportJob,
+                          progress: Progress) -> None:
+    """Enqueue a batch, waiting while the queue is full (an import is not in a hurry)."""
+    while True:
+        try:
+            await enqueue(redis, settings, IMPORT, job, part_job_id(job.task_id, job.part),
+                          bounded=True)
+            return
+        except Overloaded:
+            progress.update(progress.done, note="the queue is full; waiting")
+            await asyncio.sleep(QUEUE_WAIT)
+
+
+async def import_file(settings: Settings, path: Path, namespace: str | None = None, *,
+                      show: bool = True) -> TaskRecord:
+    """Check the file, queue its memories in batches into ``namespace`` (default: the one
+    it was exported from), and wait until the import task ends; its last record."""
+    redis = connect_queue(settings)
+    try:
+        with Progress(f"import {path.name}", 0, "memories", quiet=not show) as progress:
+            task_id, total = await queue_import(settings, redis, path, namespace, progress)
+            return await follow(redis, task_id, total, settings.import_batch, progress)
+    finally:
+        await redis.aclose()
+
+
+async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: str | None,
+                       progress: Progress) -> tuple[str, int]:
+    """Check the whole file, then create the import task and queue its batches; the task's
+    id and the number of memories. Nothing is queued when the file has a problem."""
+    checked = await asyncio.to_thread(check_file, path)
+    target = namespace or checked.header.namespace
+    size = settings.import_batch
+    parts = max(1, -(-checked.memories // size))
+    ttl = settings.task_ttl_days * 86400
+    record = TaskRecord(task_id=new_task_id(), kind="import", namespace=target, total=parts,
+                        created_at=time.time(), message=f"{checked.memories} memories from "
+                                                        f"{path.name} in {parts} batch(es)")
+    await tasks.create_task(redis, record, ttl)
+    progress.update(0, checked.memories, note="queueing")
+    if not checked.memories:
+        await tasks.move(redis, record.task_id, "done", ttl=ttl, finished_at=time.time(),
+                         message="imported: the file holds no memories")
+    for part, (header, batch) in enumerate(batches(path, size)):
+        await enqueue_waiting(redis, settings, ImportJob(
+            task_id=record.task_id, namespace=target, part=part, parts=parts,
+            model=header.model, dim=header.dim, memories=batch), progress)
+    return record.task_id, checked.memories
+
+
+async def follow(redis: Redis, task_id: str, total: int, size: int,
+                 progress: Progress) -> TaskRecord:
+    """Poll the task until it ends, showing memories written (batches times their size)."""
+    while True:
+        record = await tasks.get_task(redis, task_id)
+        if record is None:
+            raise InvalidInput(f"task {task_id} is gone from the registry (expired?)")
+        progress.update(min(total, record.done * size), note=record.message)
+        if record.state in tasks.TERMINAL:
+            return record
+        await asyncio.sleep(POLL)

@@ -1,0 +1,135 @@
+"""The Cypher of moving a namespace: export (read-only, paged by memory id), import (batched
+writes of whole memories) and reembed (new vectors into a second property, then a switch).
+
+Vectors live in one of two chunk properties, ``embedding`` or ``embedding_b`` (the
+namespace's ZapomniMeta records which: ``x.prop``). A reembed writes the other one, with its
+own vector index, and switches the namespace over in one statement when every chunk has it.
+Each query that names a vector property exists once per property (``by_prop``): the names
+are these two constants, never user data.
+"""
+
+from __future__ import annotations
+
+from zapomni.shared import cypher
+
+PROPS = ("embedding", "embedding_b")
+
+
+def other(prop: str) -> str:
+    return PROPS[1] if prop == PROPS[0] else PROPS[0]
+
+
+def by_prop(query: str) -> dict[str, str]:
+    """``query`` (written for ``embedding``) for each vector property."""
+    return {p: query.replace("c.embedding", f"c.{p}").replace("'embedding'", f"'{p}'")
+            for p in PROPS}
+
+
+VECTOR_INDEX = by_prop(cypher.VECTOR_INDEX)
+MERGE_CHUNKS = by_prop(cypher.MERGE_CHUNKS)
+SEARCH_VECTOR = by_prop(cypher.SEARCH_VECTOR)
+SEARCH_EXACT = by_prop(cypher.SEARCH_EXACT)
+
+# the namespace's model, dimension and vector property, and the reembed under way (if any)
+READ_META = """
+MATCH (x:ZapomniMeta {key: 'embedding'})
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), x.next_model, x.next_dim, x.reembed_task
+"""
+
+# ---- export: read-only, one page of memories at a time, by id from a cursor ----
+# (the "+ ''" copies: FalkorDB 4.22's index range on a string returns ids past its bounds)
+COUNT_EXPORT = """
+MATCH (m:Memory) WHERE m.ready = true AND (m.expires_at IS NULL OR m.expires_at > $now)
+OPTIONAL MATCH (m)-[:HAS_CHUNK]->(c:Chunk)
+RETURN count(DISTINCT m), count(c)
+"""
+EXPORT_PAGE = """
+MATCH (m:Memory) WHERE m.id > $after AND m.id + '' > $after AND m.ready = true
+  AND (m.expires_at IS NULL OR m.expires_at > $now)
+WITH m ORDER BY m.id LIMIT $limit
+RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at, m.thread,
+       m.after, m.importance, m.memory_type, m.pinned, m.expires_at, m.supersedes,
+       m.superseded_by, m.access_count, m.accessed_at
+"""
+EXPORT_CHUNKS = """
+UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens
+"""
+EXPORT_VECTORS = by_prop("""
+UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.embedding
+""")
+
+# ---- import: a batch of whole memories; searchable together, in the last statement ----
+# A memory already stored (an import run twice) keeps its state; one left by a failed import
+# is taken over by this one (m.task_id), so the sweep leaves it while this import runs
+IMPORT_MEMORIES = """
+UNWIND $rows AS r
+MERGE (m:Memory {id: r.id})
+ON CREATE SET m.ready = false, m.gen = -1
+SET m.namespace = $namespace, m.content_hash = r.content_hash, m.text = r.text,
+    m.source = r.source, m.tags = r.tags, m.metadata = r.metadata, m.meta_kv = r.meta_kv,
+    m.created_at = r.created_at, m.chunk_count = r.chunk_count, m.after = r.after,
+    m.thread = r.thread, m.importance = r.importance, m.memory_type = r.memory_type,
+    m.pinned = r.pinned, m.expires_at = r.expires_at, m.supersedes = r.supersedes,
+    m.superseded_by = r.superseded_by, m.access_count = r.access_count,
+    m.accessed_at = r.accessed_at,
+    m.task_id = CASE WHEN m.ready THEN m.task_id ELSE $task_id END
+RETURN count(m)
+"""
+IMPORT_CHUNKS = by_prop("""
+UNWIND $rows AS r
+MATCH (m:Memory {id: r.memory_id})
+MERGE (c:Chunk {id: r.id})
+SET c.memory_id = r.memory_id, c.idx = r.idx, c.text = r.text, c.char_start = r.char_start,
+    c.char_end = r.char_end, c.tokens = r.tokens, c.embedding = vecf32(r.vec)
+MERGE (m)-[:HAS_CHUNK]->(c)
+""")
+IMPORT_THREADS = """
+UNWIND $pairs AS p
+MATCH (a:Memory {id: p[0]}) MATCH (b:Memory {id: p[1]})
+MERGE (a)-[:THEN]->(b)
+"""
+# the end: the import's memories searchable, a page per statement
+PUBLISH_IMPORT = """
+MATCH (m:Memory) WHERE m.ready = false AND m.task_id = $task_id
+WITH m LIMIT $limit SET m.ready = true RETURN count(m)
+"""
+
+# ---- reembed ----
+# start: record the new model beside the old (idempotent: the same task starts once)
+BEGIN_REEMBED = """
+MATCH (x:ZapomniMeta {key: 'embedding'})
+WHERE x.reembed_task IS NULL OR x.reembed_task = $task
+SET x.next_model = $model, x.next_dim = $dim, x.reembed_task = $task
+RETURN coalesce(x.prop, 'embedding')
+"""
+# chunks without a vector of the new model, by id from a cursor
+REEMBED_BATCH = by_prop("""
+MATCH (c:Chunk) WHERE c.id > $after AND c.id + '' > $after AND c.embedding IS NULL
+RETURN c.id, c.text ORDER BY c.id LIMIT $batch
+""")
+REEMBED_WRITE = by_prop("""
+UNWIND $rows AS r MATCH (c:Chunk {id: r.id}) SET c.embedding = vecf32(r.vec)
+""")
+REEMBED_LEFT = by_prop("MATCH (c:Chunk) WHERE c.embedding IS NULL RETURN count(c)")
+# the switch, in one statement, only when no chunk lacks the new vector (checked in it)
+SWITCH_MODEL = by_prop("""
+OPTIONAL MATCH (c:Chunk) WHERE c.embedding IS NULL
+WITH count(c) AS missing
+MATCH (x:ZapomniMeta {key: 'embedding'}) WHERE missing = 0 AND x.reembed_task = $task
+SET x.model = x.next_model, x.dim = x.next_dim, x.prop = $prop, x.next_model = NULL,
+    x.next_dim = NULL, x.reembed_task = NULL, x.switched_at = $now
+RETURN x.model
+""")
+# the end of a cancelled or failed reembed: the namespace keeps its model
+ABANDON_REEMBED = """
+MATCH (x:ZapomniMeta {key: 'embedding'}) WHERE x.reembed_task = $task
+SET x.next_model = NULL, x.next_dim = NULL, x.reembed_task = NULL
+RETURN count(x)
+"""
+DROP_VECTOR_INDEX = by_prop("DROP VECTOR INDEX FOR (c:Chunk) ON (c.embedding)")
+CLEAR_VECTORS = by_prop("""
+MATCH (c:Chunk) WHERE c.embedding IS NOT NULL
+WITH c LIMIT $batch SET c.embedding = NULL RETURN count(c)
+""")

@@ -1,0 +1,179 @@
+"""zapomni export / import: a namespace moved through a file, against real FalkorDB/Redis
+and real arq workers."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from tests.conftest import make_settings
+from tests.support.graph import query, stored
+from tests.support.workers import add_text, run_workers, wait_tasks
+from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.export import export_namespace
+from zapomni.services.cli.restore import import_file, queue_import
+from zapomni.services.query.search import search_memory
+from zapomni.shared import tasks
+from zapomni.shared.embed import make_embedder
+from zapomni.shared.errors import InvalidInput
+from zapomni.shared.graphstore import GraphStore, namespace_exists
+from zapomni.shared.queue import connect_queue
+from zapomni.shared.validation import decode_search
+
+TEXTS = [
+    "The lighthouse at Cape Wrath was built in 1828 by Robert Stevenson.",
+    "Honey never spoils: jars found in Egyptian tombs were still edible.",
+    "Octopuses have three hearts and blue blood.",
+    "The Eiffel Tower grows about 15 cm taller in summer as the iron expands.",
+    "Bananas are berries, but strawberries are not.",
+    " ".join(f"Paragraph {i} describes the tides of the northern sea, the keeper's log of "
+             f"storm {i} and the ships the light guided home." for i in range(40)),
+]
+QUERIES = ["who built the lighthouse", "food that does not go bad", "animal with three hearts",
+           "metal expands in heat", "which fruits are berries", "storms and ships at sea"]
+
+
+def base_settings(falkordb_url: str, **overrides):
+    return make_settings(falkordb_url, graph_auto=False, embed_cache_days=0, import_batch=2,
+                         **overrides)
+
+
+async def fill(settings) -> None:
+    for i, text in enumerate(TEXTS):
+        metadata = {"tags": ["fact"], "n": i, "thread": "t1"} if i < 3 else {"source": "book"}
+        await add_text(settings, text, metadata)
+    await run_workers(settings)
+
+
+async def export_to(settings, path: Path, namespace="default", vectors=True) -> None:
+    out = io.BytesIO()
+    await export_namespace(settings, namespace, out, vectors=vectors, show=False)
+    path.write_bytes(out.getvalue())
+
+
+async def run_import(settings, path: Path, namespace: str):
+    redis = connect_queue(settings)
+    try:
+        task_id, _ = await queue_import(settings, redis, path, namespace,
+                                        Progress("t", 0, "", quiet=True))
+        await run_workers(settings)
+        await wait_tasks(redis, [task_id])
+        return await tasks.get_task(redis, task_id)
+    finally:
+        await redis.aclose()
+
+
+async def results(settings, namespace: str, mode="hybrid") -> list[list[tuple[str, str]]]:
+    store, redis = GraphStore(settings), Redis.from_url(settings.redis_url)
+    embedder = make_embedder(settings)
+    try:
+        return [[(hit.memory_id, hit.chunk_id) for hit in (await search_memory(
+            store, embedder, redis, settings,
+            decode_search(q, 10, None, namespace, mode))).results] for q in QUERIES]
+    finally:
+        await store.aclose()
+        await redis.aclose()
+        await embedder.aclose()
+
+
+MEMORY_STATE = ("MATCH (m:Memory) OPTIONAL MATCH (m)-[:HAS_CHUNK]->(c:Chunk) "
+                "WITH m, c ORDER BY c.id RETURN m.id, m.text, m.tags, m.source, m.metadata, "
+                "m.created_at, m.thread, m.after, m.ready, collect([c.id, c.char_start, "
+                "c.char_end, c.embedding]) ORDER BY m.id")
+
+
+@pytest.mark.usefixtures("settings")  # empties the servers first
+async def test_export_import_gives_the_same_search_and_embeds_nothing(falkordb_url, tmp_path):
+    settings = base_settings(falkordb_url)
+    await fill(settings)
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path)
+
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    header = msgspec.json.decode(lines[0])
+    assert (header["namespace"], header["memories"], header["vectors"]) == ("default", 6, True)
+    assert header["model"] == make_embedder(settings).name and len(lines) == 7
+
+    record = await run_import(settings, path, "copy")
+    assert record.state == "done" and record.embedded == 0, record.message
+    assert "6 memories made searchable, 0 chunks embedded" in record.message
+    assert await stored(settings, "copy") == await stored(settings, "default")
+    assert await results(settings, "copy") == await results(settings, "default")
+    source = await query(settings, MEMORY_STATE)
+    assert await query(settings, MEMORY_STATE, namespace="copy") == source
+    # the thread's order came along: the same THEN edges
+    then = "MATCH (a:Memory)-[:THEN]->(b:Memory) RETURN a.id, b.id ORDER BY a.id"
+    assert await query(settings, then, namespace="copy") == await query(settings, then)
+
+    # importing the same file again changes nothing
+    again = await run_import(settings, path, "copy")
+    assert again.state == "done" and "0 memories made searchable" in again.message
+    assert await query(settings, MEMORY_STATE, namespace="copy") == source
+
+
+@pytest.mark.usefixtures("settings")
+async def test_a_file_of_another_model_is_embedded_again(falkordb_url, tmp_path, fake_ollama):
+    settings = base_settings(falkordb_url)
+    await fill(settings)
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path)
+
+    other = base_settings(falkordb_url, ollama_url=fake_ollama.url,
+                          ollama_model="nomic-embed-text")
+    record = await run_import(other, path, "moved")
+    chunks = (await stored(settings))["chunks"]
+    assert record.state == "done" and record.embedded == chunks > 6
+    rows = await query(other, "MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim",
+                       namespace="moved")
+    assert rows == [["ollama:nomic-embed-text", 768]]
+    vectors = await query(other, "MATCH (c:Chunk) RETURN c.embedding", namespace="moved")
+    assert len(vectors) == chunks and {len(row[0]) for row in vectors} == {768}
+    # searched with the new model's vectors (hash vectors: every query finds every memory)
+    hits = await results(other, "moved", mode="vector")
+    assert all(len({memory for memory, _ in found}) == 6 for found in hits)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda raw: b"not gzip at all", "not a gzip file"),
+    (lambda raw: raw[: len(raw) // 2], "cut short"),
+    (lambda raw: gzip.compress(b'{"format": "zapomni-export"}\n'), "line 1: not an export "
+                                                                     "header"),
+    (lambda raw: gzip.compress(gzip.decompress(raw).replace(b'"version":1', b'"version":9',
+                                                            1)), "line 1: format version 9"),
+    (lambda raw: gzip.compress(b"\n".join(
+        line[:40] if i == 3 else line
+        for i, line in enumerate(gzip.decompress(raw).split(b"\n")))), "line 4: not a JSON "
+                                                                        "object"),
+    (lambda raw: gzip.compress(b"\n".join(
+        line.replace(b'"id":"mem_', b'"id":"xx_') if i == 2 else line
+        for i, line in enumerate(gzip.decompress(raw).split(b"\n")))), "line 3: id"),
+])
+@pytest.mark.usefixtures("settings")
+async def test_a_bad_file_stores_nothing_and_names_its_line(falkordb_url, tmp_path, damage,
+                                                            says):
+    settings = base_settings(falkordb_url)
+    await fill(settings)
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path)
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(InvalidInput) as refused:
+        await import_file(settings, bad, "copy", show=False)
+    assert says in refused.value.message and "nothing was imported" in refused.value.message
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        assert await tasks.queue_depth(redis, settings.queue_name) == 0
+        assert await tasks.task_counts(redis, "copy", 3600) == dict.fromkeys(
+            tasks.TASK_STATES, 0)
+    finally:
+        await redis.aclose()
+    store = GraphStore(settings)
+    try:
+        assert not await namespace_exists(store, "copy")
+    finally:
+        await store.aclose()

@@ -1,0 +1,148 @@
+"""Importing a namespace (``zapomni import``): each ``import_batch`` job writes a batch of
+whole memories from an export file, with the vectors the file carries when they are of this
+worker's model and dimension, embedded again otherwise (a file from another model is chunked
+again too: chunks follow the embedder's tokenizer).
+
+An import becomes searchable at once at its end: every batch writes its memories not
+searchable (an import run twice finds the memories of the first stored and leaves them so),
+and the job that writes the last batch makes all of the task's memories searchable, a page at
+a time. A failed or cancelled import leaves nothing searchable; the sweep removes what it
+wrote (workers/sweep.py: memories not searchable whose task has ended). Every write MERGEs
+on the file's ids: a job that runs again writes the same graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import msgspec
+import numpy as np
+from falkordb.asyncio.graph import AsyncGraph
+
+from zapomni.shared import cypher, cypher_moves, tasks
+from zapomni.shared.embed import to_params
+from zapomni.shared.errors import EmbeddingRejected
+from zapomni.shared.graphstore import prepare_namespace
+from zapomni.shared.graphstore import run as run_query
+from zapomni.shared.ids import chunk_id
+from zapomni.shared.messages import ChunkSpan, ExportedMemory, ImportJob
+from zapomni.shared.queue import IMPORT
+from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.resources import Resources, resources
+from zapomni.workers.store import link_chunks, meta_pairs
+
+log = logging.getLogger(__name__)
+
+_encode = msgspec.json.Encoder().encode
+PUBLISH_PAGE = 1000  # memories made searchable per statement at the end of an import
+
+
+async def import_batch(ctx: dict, payload: dict) -> str:
+    res = resources(ctx)
+    job = await read_job(res, payload, ImportJob)
+    if job is None:
+        return "unreadable"
+    async with task_outcome(ctx, IMPORT, job.task_id, job.namespace, ""):
+        if not (await start_task(res, ctx, job.task_id)).ok:
+            return "ended"
+        dim = await res.embedder.dimension()
+        prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
+        spans, vectors, embedded = await chunk_vectors(res, job, dim)
+        graph = res.store.graph(job.namespace)
+        await write_batch(graph, job, spans, vectors, prop)
+        if embedded:
+            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
+                             add={"embedded": embedded})
+        done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
+                                       res.task_ttl)
+        if done < 0:
+            return "ended"
+        if done >= job.parts:
+            return await finish(res, graph, job)
+        return f"batch {job.part + 1}/{job.parts} written"
+    return "failed"
+
+
+def reusable(job: ImportJob, model: str, dim: int) -> bool:
+    """The file's vectors serve this worker: same model and dimension, every chunk has one."""
+    return (job.model, job.dim) == (model, dim) and all(
+        c.vector is not None and len(c.vector) == dim * 4
+        for m in job.memories for c in m.chunks) and all(m.chunks for m in job.memories)
+
+
+async def chunk_vectors(res: Resources, job: ImportJob, dim: int
+                        ) -> tuple[list[list[ChunkSpan]], np.ndarray, int]:
+    """Each memory's chunks and all their vectors, in order; and how many were embedded."""
+    if reusable(job, res.embedder.name, dim):
+        spans = [[ChunkSpan(idx=c.idx, text=m.text[c.char_start:c.char_end],
+                            char_start=c.char_start, char_end=c.char_end, tokens=c.tokens)
+                  for c in m.chunks] for m in job.memories]
+        vectors = np.frombuffer(b"".join(c.vector or b"" for m in job.memories
+                                         for c in m.chunks), dtype="<f4").reshape(-1, dim)
+        return spans, vectors, 0
+    spans = [res.chunker.split(m.text) for m in job.memories]
+    texts = [c.text for s in spans for c in s]
+    vectors = await res.embedder.embed(texts)
+    if vectors.shape != (len(texts), dim):
+        raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
+                                f"expected ({len(texts)}, {dim})")
+    return spans, vectors, len(texts)
+
+
+def memory_row(m: ExportedMemory, chunk_count: int) -> dict:
+    metadata_json = _encode(m.metadata).decode()
+    return {"id": m.id, "content_hash": m.content_hash, "text": m.text, "source": m.source,
+            "tags": m.tags, "metadata": metadata_json, "meta_kv": meta_pairs(metadata_json),
+            "created_at": m.created_at, "chunk_count": chunk_count, "after": m.after,
+            "thread": m.thread, "importance": m.importance, "memory_type": m.memory_type,
+            "pinned": m.pinned, "expires_at": m.expires_at or None,
+            "supersedes": m.supersedes, "superseded_by": m.superseded_by or None,
+            "access_count": m.access_count or None, "accessed_at": m.accessed_at}
+
+
+async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkSpan]],
+                      vectors: np.ndarray, prop: str) -> None:
+    params = to_params(vectors, decimals=None)  # exact: the file's float32 as they were
+    rows, at = [], 0
+    for m, chunks in zip(job.memories, spans, strict=True):
+        rows.extend({"id": chunk_id(m.id, c.idx), "memory_id": m.id, "idx": c.idx,
+                     "text": c.text, "char_start": c.char_start, "char_end": c.char_end,
+                     "tokens": c.tokens, "vec": params[at + i]} for i, c in enumerate(chunks))
+        at += len(chunks)
+    await run_query(graph, cypher_moves.IMPORT_MEMORIES, {
+        "rows": [memory_row(m, len(s)) for m, s in zip(job.memories, spans, strict=True)],
+        "namespace": job.namespace, "task_id": job.task_id})
+    for start in range(0, len(rows), PUBLISH_PAGE):
+        await run_query(graph, cypher_moves.IMPORT_CHUNKS[prop],
+                        {"rows": rows[start : start + PUBLISH_PAGE]})
+    for m, chunks in zip(job.memories, spans, strict=True):
+        if len(chunks) > 1:
+            await link_chunks(graph, m.id, len(chunks))
+    turns = [[m.after, m.id] for m in job.memories if m.after]
+    if turns:
+        await run_query(graph, cypher_moves.IMPORT_THREADS, {"pairs": turns})
+    ids = [m.id for m in job.memories if m.thread]
+    for memory_id in ids:  # a later turn written by an earlier batch
+        await run_query(graph, cypher.LINK_TURN_AFTER, {"id": memory_id})
+
+
+async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
+    """The last batch is written: make the task's memories searchable, then end the task."""
+    published = 0
+    while True:
+        rows = await run_query(graph, cypher_moves.PUBLISH_IMPORT,
+                               {"task_id": job.task_id, "limit": PUBLISH_PAGE})
+        count = int(rows[0][0]) if rows else 0
+        published += count
+        if count < PUBLISH_PAGE:
+            break
+    record = await tasks.get_task(res.redis, job.task_id)
+    embedded = record.embedded if record is not None else 0
+    await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, done=job.parts,
+                     finished_at=time.time(), error="",
+                     message=f"imported: {published} memories made searchable, "
+                             f"{embedded} chunks embedded")
+    log.info("import %s into %s: %d memories made searchable, %d chunks embedded",
+             job.task_id, job.namespace, published, embedded)
+    return "done"
