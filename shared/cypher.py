@@ -298,8 +298,9 @@ SEARCH_VECTOR = (
 )
 
 # exact: every chunk that passes the filters, scored; for selective filters and small sets
+# (a chunk without a vector here is one a reembed wrote with the next model only)
 SEARCH_EXACT = (
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE " + _FILTER
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE c.embedding IS NOT NULL AND " + _FILTER
     + "WITH m, c, vec.cosineDistance(c.embedding, vecf32($vector)) AS score " + _HIT
 )
 

@@ -21,7 +21,8 @@ def other(prop: str) -> str:
 
 def by_prop(query: str) -> dict[str, str]:
     """``query`` (written for ``embedding``) for each vector property."""
-    return {p: query.replace("c.embedding", f"c.{p}").replace("'embedding'", f"'{p}'")
+    return {p: query.replace("c.embedding", f"c.{p}").replace("'Chunk', 'embedding'",
+                                                             f"'Chunk', '{p}'")
             for p in PROPS}
 
 
@@ -113,11 +114,13 @@ REEMBED_WRITE = by_prop("""
 UNWIND $rows AS r MATCH (c:Chunk {id: r.id}) SET c.embedding = vecf32(r.vec)
 """)
 REEMBED_LEFT = by_prop("MATCH (c:Chunk) WHERE c.embedding IS NULL RETURN count(c)")
-# the switch, in one statement, only when no chunk lacks the new vector (checked in it)
+# the switch, in one statement, only when no chunk lacks the new vector (counted in it).
+# (A CALL subquery: "OPTIONAL MATCH ... WITH count(c) ... MATCH (x) WHERE" matched nothing
+# in FalkorDB 4.22 even with the count at 0; measured)
 SWITCH_MODEL = by_prop("""
-OPTIONAL MATCH (c:Chunk) WHERE c.embedding IS NULL
-WITH count(c) AS missing
-MATCH (x:ZapomniMeta {key: 'embedding'}) WHERE missing = 0 AND x.reembed_task = $task
+MATCH (x:ZapomniMeta {key: 'embedding'}) WHERE x.reembed_task = $task
+CALL { MATCH (c:Chunk) WHERE c.embedding IS NULL RETURN count(c) AS missing }
+WITH x, missing WHERE missing = 0
 SET x.model = x.next_model, x.dim = x.next_dim, x.prop = $prop, x.next_model = NULL,
     x.next_dim = NULL, x.reembed_task = NULL, x.switched_at = $now
 RETURN x.model

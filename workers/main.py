@@ -27,6 +27,7 @@ from zapomni.shared.queue import (
     GRAPH_PART,
     IMPORT,
     INGEST,
+    REEMBED,
     UPDATE,
     connect_queue,
     deserialize,
@@ -42,6 +43,7 @@ from zapomni.workers.graph import build_graph, graph_part
 from zapomni.workers.ingest import embed_part, ingest_memory
 from zapomni.workers.lease import job_started, start_leases
 from zapomni.workers.moves import import_batch
+from zapomni.workers.reembed import reembed_chunks
 from zapomni.workers.resources import close_models, close_resources, open_resources, resources
 from zapomni.workers.sweep import SWEEP, sweep_memories
 from zapomni.workers.update import update_memory
@@ -63,6 +65,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
             func(update_memory, name=UPDATE),
             func(ingest_files, name=FILES),
             func(import_batch, name=IMPORT),
+            func(reembed_chunks, name=REEMBED),
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,

@@ -39,6 +39,7 @@ from zapomni.services.mcp.task_status import shape_task
 from zapomni.services.mcp.tools_context import add_context_tools
 from zapomni.services.mcp.tools_files import add_files_tools
 from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
+from zapomni.services.mcp.tools_moves import add_moves_tools
 from zapomni.shared import metrics
 from zapomni.shared.entities import ENTITY_TYPES
 from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
@@ -147,6 +148,7 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     from zapomni.services.mcp.tools_update import add_update_tools  # it imports this module
     add_update_tools(mcp, live)
     add_lifecycle_tools(mcp, live)
+    add_moves_tools(mcp, live)
     add_context_tools(mcp, live)
     add_files_tools(mcp, live)
     add_resources(mcp, live)

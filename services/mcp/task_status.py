@@ -40,12 +40,14 @@ def graph_fields(record: TaskRecord) -> dict[str, Any]:
     if record.kind == "files":
         return {"files": msgspec.json.decode(record.files, type=FileCounts) if record.files
                 else FileCounts()}
-    if record.kind != "graph":
+    if record.kind not in ("graph", "reembed"):
         return {}
     elapsed = (record.heartbeat_at or time.time()) - record.started_at \
         if record.started_at else 0.0
     rate = record.done / elapsed if elapsed > 0 and record.done else 0.0
     left = max(0, record.total - record.done)
     eta = round(left / rate, 1) if rate and record.state == "running" else None
+    if record.kind == "reembed":
+        return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta}
     return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta,
             "entities_created": record.entities, "relations_created": record.relations}

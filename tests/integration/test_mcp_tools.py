@@ -18,7 +18,7 @@ from zapomni.shared.settings import Settings
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
          "get_entity", "update_memory", "list_memories", "ingest_path",
-         "get_history", "build_context"}
+         "get_history", "build_context", "reembed"}
 
 
 async def nothing_queued(aredis, settings: Settings) -> bool:

@@ -1,0 +1,45 @@
+"""The reembed tool: a namespace moved onto the workers' embedding model, as a task
+(workers/reembed.py). ``zapomni reembed`` calls it and follows the task with graph_status."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastmcp import FastMCP
+
+from zapomni.services.mcp.front import Front, redis_call
+from zapomni.shared import capacity, tasks
+from zapomni.shared.ids import new_task_id
+from zapomni.shared.messages import ReembedJob, TaskReceipt, TaskRecord
+from zapomni.shared.queue import REEMBED, enqueue, payload_size
+from zapomni.shared.validation import check_namespace
+
+
+async def start_reembed(front: Front, namespace: str) -> TaskReceipt:
+    """Create a reembed task and queue its first step; the worker reads the namespace."""
+    record = TaskRecord(task_id=new_task_id(), kind="reembed", namespace=namespace,
+                        created_at=time.time(), message="waiting for a worker")
+    job = ReembedJob(task_id=record.task_id, namespace=namespace)
+    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
+                                             payload_size(job), check=True))
+    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
+    await redis_call(front, enqueue(front.redis, front.settings, REEMBED, job, record.task_id,
+                                    bounded=True))
+    return TaskReceipt(task_id=record.task_id, status="queued", namespace=namespace)
+
+
+def add_moves_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
+    # server.py imports this module to register it: its helpers are read once it is loaded
+    from zapomni.services.mcp.server import plain, tool_call
+
+    @mcp.tool
+    async def reembed(namespace: str | None = None) -> dict[str, Any]:
+        """Re-embed every chunk of a namespace with the embedding model the workers run now
+        (after changing the embedder: a namespace keeps the model it was built with and
+        refuses another). Returns a task_id at once; graph_status(task_id) shows chunks
+        done/total and eta_seconds; cancel_task stops it (the namespace keeps its old
+        model). Search answers from the old vectors until every chunk has a new one, then
+        switches to the new model in one step."""
+        with tool_call("reembed"):
+            return plain(await start_reembed(live["front"], check_namespace(namespace)))

@@ -1,0 +1,105 @@
+"""zapomni reembed: a namespace moved onto another embedding model while search keeps
+answering, against real FalkorDB/Redis, real arq workers and the real MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from tests.integration.test_moves import TEXTS, base_settings, fill, results
+from tests.support.graph import query
+from tests.support.waiting import eventually
+from tests.support.workers import add_text, run_workers
+from zapomni.services.cli.reembed import reembed_namespace
+from zapomni.services.mcp.server import build_server
+from zapomni.services.query.search import search_memory
+from zapomni.shared.embed import make_embedder
+from zapomni.shared.errors import EmbeddingRejected
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.validation import decode_search
+
+ADDED = "Added during the reembed: penguins cannot fly."
+META = ("MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, "
+        "coalesce(x.prop, 'embedding'), x.next_model")
+VECTORS = ("MATCH (c:Chunk) RETURN count(c), sum(CASE WHEN c.embedding IS NULL THEN 0 ELSE 1 "
+           "END), sum(CASE WHEN c.embedding_b IS NULL THEN 0 ELSE 1 END)")
+
+
+async def search_one(settings, text: str):
+    store, redis = GraphStore(settings), Redis.from_url(settings.redis_url)
+    embedder = make_embedder(settings)
+    try:
+        return (await search_memory(store, embedder, redis, settings, decode_search(
+            text, 1, None, "default", "vector"))).results[0]
+    finally:
+        await store.aclose()
+        await redis.aclose()
+        await embedder.aclose()
+
+
+@pytest.mark.usefixtures("settings")
+async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, fake_ollama,
+                                                                 aredis):
+    old = base_settings(falkordb_url)
+    await fill(old)
+    before = await results(old, "default", mode="vector")
+    assert all(before)
+    chunks = (await query(old, VECTORS))[0][0]
+    new = base_settings(falkordb_url, ollama_url=fake_ollama.url, reembed_batch=3)
+    seen: list[list] = []
+
+    async def during(point: str, job) -> None:
+        if point == "reembed_batch":  # after each batch: search still on the old model
+            seen.append(await results(old, "default", mode="vector"))
+            if len(seen) == 2:  # an add meanwhile, by a worker of the new model
+                await add_text(new, ADDED)
+
+    cli = asyncio.create_task(reembed_namespace(old, "default", server=build_server(old),
+                                                show=False))
+    await eventually(lambda: aredis.zcard(old.queue_name), lambda n: n > 0, "the reembed job")
+    await run_workers(new, checkpoint=during)
+    status = await cli
+
+    assert status["state"] == "done", status
+    assert status["kind"] == "reembed" and status["progress"]["done"] >= chunks
+    assert status["message"].startswith("switched to ollama:nomic-embed-text")
+    assert len(seen) >= chunks // 3 and all(s == before for s in seen)
+    assert await query(old, META) == [["ollama:nomic-embed-text", 768, "embedding_b", None]]
+    total, old_vectors, new_vectors = (await query(old, VECTORS))[0]
+    assert (total, old_vectors, new_vectors) == (chunks + 1, 0, chunks + 1)
+    # the new model answers: the same text gives the same (hash) vector, found first; the
+    # memory added during the reembed, by a worker of the new model, among them
+    for text in [*TEXTS[:5], ADDED]:
+        found = await search_one(new, text)
+        assert found.text == text and found.score > 0.99
+    with pytest.raises(EmbeddingRejected) as refused:
+        await results(old, "default")
+    assert "run `zapomni reembed --namespace default`" in refused.value.message
+    assert "holds vectors of ollama:nomic-embed-text (768-d)" in refused.value.message
+
+
+@pytest.mark.usefixtures("settings")
+async def test_a_cancelled_reembed_keeps_the_old_model(falkordb_url, fake_ollama, aredis):
+    old = base_settings(falkordb_url)
+    await fill(old)
+    before = await results(old, "default")
+    new = base_settings(falkordb_url, ollama_url=fake_ollama.url, reembed_batch=3)
+    server = build_server(old)
+    status = await reembed_namespace(old, "default", server=server, wait=False, show=False)
+
+    async def cancel(point: str, job) -> None:
+        if point == "reembed_batch":
+            from fastmcp import Client
+
+            async with Client(server) as client:
+                await client.call_tool("cancel_task", {"task_id": status["task_id"]})
+
+    await run_workers(new, checkpoint=cancel)
+    record = await aredis.hgetall(f"zapomni:task:{status['task_id']}")
+    assert record[b"state"] == b"cancelled"
+    assert await query(old, META) == [["onnx:all-MiniLM-L6-v2-int8", 384, "embedding", None]]
+    total, old_vectors, new_vectors = (await query(old, VECTORS))[0]
+    assert old_vectors == total and new_vectors == 0
+    assert await results(old, "default") == before

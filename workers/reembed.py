@@ -1,0 +1,184 @@
+"""Re-embedding a namespace with this worker's model (``zapomni reembed``).
+
+The namespace's vectors stay where search reads them (``x.prop`` on its ZapomniMeta) until
+the new ones are complete. A ``reembed_chunks`` job records the new model beside the old
+one, then embeds the chunks that have no vector of the new model yet, a batch at a time in
+chunk id order from a cursor, into the other vector property (with its own vector index),
+adding to the task's progress after each batch. A job that has worked for its share of the
+job time limit passes the cursor on to the next step (a job of its own, derived id), so no
+job runs long and nothing is held but one batch.
+
+When no chunk is left without the new vector, one statement switches the namespace: model,
+dimension and property change together, and only if no chunk lacks the new vector at that
+moment (checked in the statement; otherwise another pass runs). Search then reads the new
+vectors; the old index is dropped and the old vectors removed in batches.
+
+Ingest meanwhile: a worker of the new model writes new vectors only (shared/graphstore.py
+``vector_prop``), searchable by vector once the switch is made (by keyword at once); a
+worker of the old model writes old vectors, and the pass after it embeds those chunks again.
+A cancelled or failed reembed removes the new vectors it wrote and leaves the namespace on
+its old model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis.exceptions
+
+from zapomni.shared import cypher_moves, tasks
+from zapomni.shared.embed import to_params
+from zapomni.shared.errors import EmbeddingRejected, StoreError
+from zapomni.shared.graphstore import prepare_namespace, run
+from zapomni.shared.messages import ReembedJob, TaskRecord
+from zapomni.shared.queue import REEMBED, enqueue
+from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.resources import Resources, checkpoint, resources
+
+log = logging.getLogger(__name__)
+
+CLEAR_BATCH = 1000  # vectors removed per statement
+
+
+async def reembed_chunks(ctx: dict, payload: dict) -> str:
+    res = resources(ctx)
+    started = time.monotonic()
+    job = await read_job(res, payload, ReembedJob)
+    if job is None:
+        return "unreadable"
+    async with task_outcome(ctx, REEMBED, job.task_id, job.namespace, ""):
+        moved = await start_task(res, ctx, job.task_id)
+        if not moved.ok:
+            if moved.before in ("cancelled", "failed"):
+                await abandon(res, job)
+            return "ended"
+        prop = await begin(res, job)
+        if prop is None:
+            return "done"
+        return await embed_steps(res, job, prop, started)
+    return "failed"
+
+
+async def begin(res: Resources, job: ReembedJob) -> str | None:
+    """Record the new model beside the old (the first step) and return the property the
+    new vectors go to; None when the namespace is on this model already (the task is done)."""
+    graph = res.store.graph(job.namespace)
+    model, dim = res.embedder.name, await res.embedder.dimension()
+    meta = await run(graph, cypher_moves.READ_META)
+    if not meta:
+        await end(res, job.task_id, "done", f"namespace '{job.namespace}' holds nothing yet")
+        return None
+    have, prop, other_task = (meta[0][0], int(meta[0][1])), meta[0][2], meta[0][5]
+    if have == (model, dim) and other_task in (None, job.task_id):
+        await end(res, job.task_id, "done", f"already embedded with {model} ({dim}-d)")
+        return None
+    if other_task not in (None, job.task_id):
+        await refuse_if_running(res, job, other_task)
+    new_prop = cypher_moves.other(prop)
+    if other_task is None:
+        await clear_vectors(res, job.namespace, new_prop)  # a cancelled run's leftovers
+    rows = await run(graph, cypher_moves.BEGIN_REEMBED, {"model": model, "dim": dim,
+                                                         "task": job.task_id})
+    if not rows:
+        raise StoreError("another reembed took the namespace meanwhile; retrying")
+    await prepare_namespace(res.store, job.namespace, model, dim)  # the new vector index
+    if job.seq == 0:
+        left = await run(graph, cypher_moves.REEMBED_LEFT[new_prop])
+        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=int(left[0][0]),
+                         message=f"re-embedding {int(left[0][0])} chunks with {model} "
+                                 f"({dim}-d); search answers from {have[0]} until the switch")
+    return new_prop
+
+
+async def refuse_if_running(res: Resources, job: ReembedJob, other_task: str) -> None:
+    """Another reembed is recorded: refuse while it runs, take over from one that ended
+    without cleaning up (its worker died)."""
+    other = await tasks.get_task(res.redis, other_task)
+    if other is not None and other.state in tasks.ACTIVE:
+        raise EmbeddingRejected(f"namespace '{job.namespace}' is being re-embedded by task "
+                                f"{other_task}; cancel_task it or wait until it ends")
+    await abandon(res, ReembedJob(task_id=other_task, namespace=job.namespace))
+
+
+async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float) -> str:
+    """Batches from the cursor until none is left (then the switch) or the time share is
+    used (then the next step)."""
+    graph = res.store.graph(job.namespace)
+    budget = res.settings.job_timeout * res.settings.graph_budget
+    after = job.after
+    while time.monotonic() - started < budget:
+        rows = await run(graph, cypher_moves.REEMBED_BATCH[prop],
+                         {"after": after, "batch": res.settings.reembed_batch})
+        if not rows:
+            return await switch(res, job, prop)
+        vectors = await res.embedder.embed([text for _, text in rows])
+        await run(graph, cypher_moves.REEMBED_WRITE[prop], {"rows": [
+            {"id": cid, "vec": vec} for (cid, _), vec in zip(rows, to_params(vectors),
+                                                            strict=True)]})
+        after = rows[-1][0]
+        moved = await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
+                                 heartbeat_at=time.time(),
+                                 add={"done": len(rows), "embedded": len(rows)})
+        if not moved.ok:  # cancelled (or failed) meanwhile
+            await abandon(res, job)
+            return "ended"
+        await checkpoint(res, "reembed_batch", job)
+    await enqueue(res.redis, res.settings, REEMBED,
+                  ReembedJob(task_id=job.task_id, namespace=job.namespace, after=after,
+                             seq=job.seq + 1), f"{job.task_id}:step:{job.seq + 1}")
+    return f"step {job.seq + 1}: up to {after}"
+
+
+async def switch(res: Resources, job: ReembedJob, prop: str) -> str:
+    """Every chunk has its new vector: switch the namespace, then remove the old vectors.
+    A chunk written by the old model meanwhile blocks the switch: one more pass."""
+    graph = res.store.graph(job.namespace)
+    rows = await run(graph, cypher_moves.SWITCH_MODEL[prop], {"task": job.task_id,
+                                                              "prop": prop, "now": time.time()})
+    if not rows:
+        await enqueue(res.redis, res.settings, REEMBED,
+                      ReembedJob(task_id=job.task_id, namespace=job.namespace, after="",
+                                 seq=job.seq + 1), f"{job.task_id}:step:{job.seq + 1}")
+        return "another pass: chunks written by the old model meanwhile"
+    old = cypher_moves.other(prop)
+    await drop_index(res, job.namespace, old)
+    await clear_vectors(res, job.namespace, old)
+    record = await tasks.get_task(res.redis, job.task_id)
+    await end(res, job.task_id, "done", f"switched to {rows[0][0]}: "
+                                        f"{record.embedded if record else 0} chunks embedded")
+    return "done"
+
+
+async def drop_index(res: Resources, namespace: str, prop: str) -> None:
+    try:
+        await res.store.graph(namespace).query(cypher_moves.DROP_VECTOR_INDEX[prop])
+    except redis.exceptions.ResponseError as exc:  # dropped by an earlier run of this step
+        log.info("vector index on %s in %s not dropped: %s", prop, namespace, exc)
+    res.store.prepared.pop(namespace, None)
+
+
+async def clear_vectors(res: Resources, namespace: str, prop: str) -> None:
+    graph = res.store.graph(namespace)
+    while True:
+        rows = await run(graph, cypher_moves.CLEAR_VECTORS[prop], {"batch": CLEAR_BATCH})
+        if not rows or int(rows[0][0]) < CLEAR_BATCH:
+            return
+
+
+async def abandon(res: Resources, job: ReembedJob) -> None:
+    """A reembed that ended before its switch: its new vectors go, the model stays."""
+    graph = res.store.graph(job.namespace)
+    meta = await run(graph, cypher_moves.READ_META)
+    if not meta or meta[0][5] != job.task_id:
+        return
+    new_prop = cypher_moves.other(meta[0][2])
+    await drop_index(res, job.namespace, new_prop)
+    await clear_vectors(res, job.namespace, new_prop)
+    await run(graph, cypher_moves.ABANDON_REEMBED, {"task": job.task_id})
+
+
+async def end(res: Resources, task_id: str, state: str, message: str) -> None:
+    record: TaskRecord | None = await tasks.get_task(res.redis, task_id)
+    await tasks.move(res.redis, task_id, state, ttl=res.task_ttl, finished_at=time.time(),
+                     message=message, done=record.total if record and state == "done" else 0)
