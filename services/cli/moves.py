@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def run_export(args: argparse.Namespace) -> int:
     async def work() -> int:
         check_namespace(args.namespace)
         out = open_output(args.output)
+        started = time.perf_counter()
         try:
             header = await export_namespace(Settings.from_env(), args.namespace, out,
                                             vectors=args.vectors)
@@ -68,8 +70,8 @@ def run_export(args: argparse.Namespace) -> int:
             if out is not sys.stdout.buffer:
                 out.close()
         print(f"zapomni: exported {header.memories:,} memories of '{args.namespace}' "
-              f"({header.model}, {header.dim}-d{', with vectors' if args.vectors else ''})",
-              file=sys.stderr, flush=True)
+              f"({header.model}, {header.dim}-d{', with vectors' if args.vectors else ''}) "
+              f"in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
         return 0
     return guarded(work)
 
