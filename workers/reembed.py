@@ -179,6 +179,8 @@ async def abandon(res: Resources, job: ReembedJob) -> None:
 
 
 async def end(res: Resources, task_id: str, state: str, message: str) -> None:
+    """End the task; its progress shows every chunk done (ingest meanwhile may have added
+    to the count)."""
     record: TaskRecord | None = await tasks.get_task(res.redis, task_id)
     await tasks.move(res.redis, task_id, state, ttl=res.task_ttl, finished_at=time.time(),
-                     message=message, done=record.total if record and state == "done" else 0)
+                     message=message, done=max(record.done, record.total) if record else 0)

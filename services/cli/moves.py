@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -40,8 +41,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def check_namespace(name: str | None) -> None:
-    import re
-
     if name is not None and not re.fullmatch(NAMESPACE_PATTERN, name):
         raise ZapomniError(f"--namespace: '{name}' is not a namespace name (1-64 of a-z, "
                            "0-9, _ and -, starting with a letter or digit)")

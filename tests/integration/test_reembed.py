@@ -64,6 +64,7 @@ async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, f
 
     assert status["state"] == "done", status
     assert status["kind"] == "reembed" and status["progress"]["done"] >= chunks
+    assert status["progress"]["total"] == chunks and status["rate_chunks_per_s"] > 0
     assert status["message"].startswith("switched to ollama:nomic-embed-text")
     assert len(seen) >= chunks // 3 and all(s == before for s in seen)
     assert await query(old, META) == [["ollama:nomic-embed-text", 768, "embedding_b", None]]
