@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import redis.exceptions as redis_errors
 from redis.asyncio import Redis
 
 from zapomni.services.cli.counter import Progress
 from zapomni.shared import tasks
-from zapomni.shared.errors import InvalidInput, Overloaded
+from zapomni.shared.errors import InvalidInput, Overloaded, Unavailable
 from zapomni.shared.ids import new_task_id, part_job_id
 from zapomni.shared.messages import (
     EXPORT_VERSION,
@@ -40,6 +41,7 @@ from zapomni.shared.validation import describe
 
 QUEUE_WAIT = 2.0  # seconds between tries while the queue is full
 POLL = 0.5  # seconds between looks at the task's progress
+REDIS_PATIENCE = 120.0  # seconds without an answer from Redis before following stops
 
 _header = msgspec.json.Decoder(ExportHeader)
 _memory = msgspec.json.Decoder(ExportedMemory)
@@ -197,8 +199,21 @@ async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: 
 async def follow(redis: Redis, task_id: str, total: int, size: int,
                  progress: Progress) -> TaskRecord:
     """Poll the task until it ends, showing memories written (batches times their size)."""
+    quiet_since: float | None = None
     while True:
-        record = await tasks.get_task(redis, task_id)
+        try:
+            record = await tasks.get_task(redis, task_id)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+            # a busy server may not answer a read in time; the import goes on meanwhile
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > REDIS_PATIENCE:
+                raise Unavailable(f"Redis has not answered for {REDIS_PATIENCE:.0f} s; the "
+                                  f"import goes on: follow it with graph_status({task_id!r})"
+                                  ) from None
+            progress.update(progress.done, note="Redis is slow to answer; waiting")
+            await asyncio.sleep(POLL)
+            continue
+        quiet_since = None
         if record is None:
             raise InvalidInput(f"task {task_id} is gone from the registry (expired?)")
         progress.update(min(total, record.done * size), note=record.message)
