@@ -11,7 +11,8 @@ functions into one namespace, growing to each size in turn. At each size ``zapom
 across sizes means the export holds a page, not the namespace. The largest export is then
 imported into a fresh namespace by ``zapomni import``'s code with real worker processes
 (the file's vectors are reused: nothing is embedded), and the queries (the sets' questions)
-are asked of both namespaces by search_memory (hybrid, limit 10). Prints a table; writes
+are asked of both namespaces by search_memory (hybrid, keyword and vector, limit 10): how
+many answers are identical, and how many hold the same 10 memories. Prints a table; writes
 tests/bench/results/moves.json.
 """
 
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
 SOURCE, COPY = "moves-source", "moves-copy"
 MODEL = "hash-384"
+MODES = ("hybrid", "keyword", "vector")
 
 
 async def grow(settings: Settings, texts: list[str], start: int, end: int) -> None:
@@ -91,13 +93,15 @@ def export(settings: Settings, path: Path, log: Path) -> tuple[float, float, int
     return time.perf_counter() - started, float(said[1]) if said else 0.0, usage.ru_maxrss
 
 
-async def top10(settings: Settings, namespace: str, asked: list[str]) -> list[list[str]]:
+async def top10(settings: Settings, namespace: str, asked: list[str], mode: str
+                ) -> list[list[str]]:
     store, queue = GraphStore(settings), redis.asyncio.Redis.from_url(settings.redis_url)
     embedder = make_embedder(settings)
     try:
         return [[hit.memory_id for hit in (await search_memory(
             store, embedder, queue, settings, msgspec.convert(
-                {"query": q, "namespace": namespace, "limit": 10}, SearchRequest))).results]
+                {"query": q, "namespace": namespace, "limit": 10, "mode": mode},
+                SearchRequest))).results]
             for q in asked]
     finally:
         await store.aclose()
@@ -133,16 +137,21 @@ def run(args: argparse.Namespace) -> dict:
             record = asyncio.run(import_file(settings, path, COPY, show=False))
             imported = time.perf_counter() - started
         asked = questions(args.queries)
-        source = asyncio.run(top10(settings, SOURCE, asked))
-        copy = asyncio.run(top10(settings, COPY, asked))
+        same = {}
+        for mode in MODES:
+            source = asyncio.run(top10(settings, SOURCE, asked, mode))
+            copy = asyncio.run(top10(settings, COPY, asked, mode))
+            same[mode] = {"identical_top10": sum(a == b for a, b in zip(source, copy,
+                                                                          strict=True)),
+                          "same_set": sum(set(a) == set(b) for a, b in zip(source, copy,
+                                                                             strict=True)),
+                          "nonempty": sum(bool(a) for a in source)}
         path.unlink()
         (work / "moves-export.log").unlink()
-    same = sum(a == b for a, b in zip(source, copy, strict=True))
     return {"date": "2026-11-24", "exports": rows, "import": {
         "memories": done, "seconds": round(imported, 1), "rate": round(done / imported),
         "state": record.state, "message": record.message, "workers": args.workers},
-        "queries": len(asked), "identical_top10": same,
-        "nonempty": sum(bool(a) for a in source)}
+        "queries": len(asked), "modes": same}
 
 
 def main() -> None:
@@ -160,8 +169,10 @@ def main() -> None:
     imp = result["import"]
     print(f"\nimport of {imp['memories']:,} memories with {imp['workers']} workers: "
           f"{imp['seconds']} s ({imp['rate']:,}/s), {imp['state']}: {imp['message']}")
-    print(f"identical top-10: {result['identical_top10']} of {result['queries']} queries "
-          f"({result['nonempty']} with results)")
+    for mode, same in result["modes"].items():
+        print(f"{mode:>8}: identical top-10 for {same['identical_top10']} of "
+              f"{result['queries']} queries, the same 10 memories for {same['same_set']} "
+              f"({same['nonempty']} with results)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "moves.json").write_text(json.dumps(result, indent=2))
 
