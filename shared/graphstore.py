@@ -220,7 +220,12 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
     (a reembed switches it); the indexes are created once per process, namespace and
     property."""
     graph = store.graph(namespace)
-    rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim, "now": time.time()})
+    rows = []
+    if namespace in store.prepared:  # recorded already: a read, which runs beside writes
+        rows = await run(graph, cypher_moves.READ_META, read_only=True)
+    if not rows:
+        rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim,
+                                                     "now": time.time()})
     prop = vector_prop(namespace, rows[0], model, dim)
     if store.prepared.get(namespace) == (model, dim, prop):
         return prop
