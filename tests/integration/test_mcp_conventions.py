@@ -132,6 +132,8 @@ async def test_every_answer_is_valid_against_its_schema(client, settings, tmp_pa
     await answer("update_memory", memory_id=first["memory_id"], namespace="kg",
                  metadata={"importance": 0.9})
     await answer("delete_memory", memory_id=first["memory_id"], namespace="kg")
+    moving = await answer("reembed", namespace="kg")
+    assert (await answer("graph_status", task_id=moving["task_id"]))["kind"] == "reembed"
     missed = {t.name for t in tools} - answer.called
     assert not missed, f"not called here, so their answers are unchecked: {sorted(missed)}"
 
