@@ -71,10 +71,15 @@ MATCH (m:Memory {id: $memory_id})
 UNWIND $rows AS r
 MERGE (c:Chunk {id: r.id})
 SET c.memory_id = $memory_id, c.idx = r.idx, c.text = r.text, c.char_start = r.char_start,
-    c.char_end = r.char_end, c.tokens = r.tokens, c.start_line = r.start_line,
-    c.end_line = r.end_line, c.embedding = vecf32(r.vec)
+    c.char_end = r.char_end, c.tokens = r.tokens, c.words = r.words,
+    c.start_line = r.start_line, c.end_line = r.end_line, c.embedding = vecf32(r.vec)
 MERGE (m)-[:HAS_CHUNK]->(c)
 """
+# every write or delete of chunks stamps the namespace afresh (a random token, so a graph
+# dropped and made again never repeats one): the query service's cache of document
+# frequencies (services/query/frequencies.py) is valid only for the stamp it was counted at
+STAMP_WRITES = "MERGE (x:ZapomniMeta {key: 'writes'}) SET x.stamp = $stamp"
+READ_WRITES = "MATCH (x:ZapomniMeta {key: 'writes'}) RETURN x.stamp"
 
 LINK_CHUNKS = """
 UNWIND $pairs AS p
@@ -316,7 +321,7 @@ KEYWORD_POOL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
     "YIELD node AS c, score MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + _FILTER
     + "WITH m, c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
-    "ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT + ", matched"
+    "ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT + ", matched, c.words"
 )
 KEYWORD_POOL_ALL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
@@ -324,7 +329,7 @@ KEYWORD_POOL_ALL = (
     "ORDER BY score DESC, c.id ASC LIMIT $over "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
     + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
-    + ", matched"
+    + ", matched, c.words"
 )
 # how many chunks each term matches: BM25's document frequency, over the whole namespace
 # (a few of memories still being ingested too): a filter narrows the results, it does not

@@ -102,6 +102,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     search_candidates: int = 50  # candidates each signal brings to fusion
     # results one memory may hold (its further matches are listed under its best); 0: no cap
     max_per_memory: Annotated[int, Meta(ge=0, le=100)] = 3
+    # full-text postings the keyword signal's pool query sums at most, the rarest terms first
+    # (0: no bound). See docs/benchmarks.md, "Vector search"
+    keyword_postings: Annotated[int, Meta(ge=0)] = 0
     # memories added one after another to one thread (a conversation) lend each other
     # this share of their fused score (hybrid, score fusion; 0 turns it off)
     weight_context: float = 0.5

@@ -4,6 +4,7 @@ writes the same graph, never a second copy."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections import defaultdict
 
 import msgspec
@@ -19,6 +20,7 @@ from zapomni.shared.graphstore import run as run_query
 from zapomni.shared.ids import chunk_id
 from zapomni.shared.messages import ChunkSpan, IngestJob
 from zapomni.shared.metrics import FALKORDB_WRITE_SECONDS
+from zapomni.shared.words import count_words
 from zapomni.workers.extract import ChunkEntities
 
 _decode_json = msgspec.json.Decoder().decode
@@ -68,11 +70,19 @@ async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan
     rows = [
         {"id": chunk_id(memory_id, c.idx), "idx": c.idx, "text": c.text,
          "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens,
-         "start_line": c.start_line or None, "end_line": c.end_line or None, "vec": vec}
+         "start_line": c.start_line or None, "end_line": c.end_line or None,
+         "words": count_words(c.text), "vec": vec}
         for c, vec in zip(chunks, to_params(vectors), strict=True)
     ]
     await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
               "chunks")
+    await stamp_writes(graph)
+
+
+async def stamp_writes(graph: AsyncGraph) -> None:
+    """Mark the namespace's chunks as changed, after the change: the query service counts
+    document frequencies again (a job that dies before this runs again, and stamps then)."""
+    await run(graph, cypher.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "chunks")
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:
@@ -150,6 +160,8 @@ async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
         deleted = int(rows[0][0]) if rows else 0
         chunks += deleted
         if deleted < DELETE_BATCH:
+            if chunks:
+                await stamp_writes(graph)
             return chunks
 
 

@@ -9,8 +9,9 @@ import math
 import re
 from collections.abc import Iterable
 
+from zapomni.shared.words import WORD
+
 MAX_TERMS = 32
-WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 # English function words: they match nearly everything and only add noise to TF-IDF
 STOPWORDS = frozenset("""
@@ -54,18 +55,37 @@ def tokenize(text: str) -> list[str]:
     return [stem(w) for w in WORD.findall(text.lower())]
 
 
-def bm25(tokens: list[str], idf: dict[str, float], avgdl: float, k1: float = 0.9,
-         b: float = 0.4, matched: Iterable[str] = ()) -> float:
-    """BM25 of one chunk (its ``tokenize``d words) for the query terms in ``idf`` (keys
-    already stemmed). ``matched``: query terms the full-text index found in the chunk; each
-    counts at least once, also where its stemmer and ``stem`` disagree ("configured" and
-    "configuration" share a stem there, not here)."""
+def term_counts(text: str, stems: frozenset[str]) -> dict[str, int]:
+    """How often each of ``stems`` occurs among ``tokenize(text)``, stemming only the words
+    that can have one of them as stem (a stem is the word less a suffix, or less "ies" plus
+    "y"): on a 200-word chunk a handful instead of 200."""
     counts: dict[str, int] = {}
-    for token in tokens:
-        if token in idf:
-            counts[token] = counts.get(token, 0) + 1
+    if not stems:
+        return counts
+    for word in _heads(stems).findall(text.lower()):
+        term = stem(word)
+        if term in stems:
+            counts[term] = counts.get(term, 0) + 1
+    return counts
+
+
+@functools.lru_cache(maxsize=256)
+def _heads(stems: frozenset[str]) -> re.Pattern[str]:
+    """Whole words (as ``WORD`` splits) that begin with a stem less its last letter."""
+    heads = sorted({s[:-1] if len(s) > 1 else s for s in stems}, key=len, reverse=True)
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, heads)) + r")[^\W_]*")
+
+
+def bm25(counts: dict[str, int], length: int, idf: dict[str, float], avgdl: float,
+         k1: float = 0.9, b: float = 0.4, matched: Iterable[str] = ()) -> float:
+    """BM25 of one chunk of ``length`` words, with ``counts`` of the query terms in it
+    (``term_counts``), for the query terms in ``idf`` (keys already stemmed). ``matched``:
+    query terms the full-text index found in the chunk; each counts at least once, also where
+    its stemmer and ``stem`` disagree ("configured" and "configuration" share a stem there,
+    not here)."""
+    counts = {t: tf for t, tf in counts.items() if t in idf}
     for term in map(stem, matched):
         if term in idf:
             counts[term] = max(1, counts.get(term, 0))
-    norm = k1 * (1 - b + b * len(tokens) / max(avgdl, 1.0))
+    norm = k1 * (1 - b + b * length / max(avgdl, 1.0))
     return sum(idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in counts.items())

@@ -26,6 +26,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from zapomni.services.query.entities import Named, graph_signal, named_in, passage_entities
+from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
     Context,
@@ -35,13 +36,14 @@ from zapomni.services.query.fusion import (
     share_page,
     single,
 )
-from zapomni.services.query.keyword import bm25, idf, stem, terms, tokenize
+from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
 from zapomni.shared.messages import MoreMatch, RankPart, SearchHit, SearchRequest, SearchResponse
 from zapomni.shared.settings import Settings
+from zapomni.shared.words import count_words
 
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
@@ -181,7 +183,8 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     if request.mode != "vector":
         jobs["total"] = asyncio.ensure_future(count_chunks(graph))
     if request.mode in ("hybrid", "keyword"):
-        jobs["keyword"] = keyword_signal(graph, request, params, jobs["total"])
+        jobs["keyword"] = keyword_signal(graph, request, params, jobs["total"],
+                                         settings.keyword_postings)
     if graphed:
         jobs["named"] = named_in(graph, request.query)
     if request.mode == "hybrid" and settings.weight_context > 0 and settings.fusion == "score":
@@ -255,23 +258,23 @@ async def count_chunks(graph: AsyncGraph) -> int:
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         total: Awaitable[int]) -> Ranked:
+                         total: Awaitable[int], postings: int = 0) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
-    how many chunks of the namespace it matches, with or without filters."""
+    how many chunks of the namespace it matches, with or without filters (cached while the
+    namespace is unchanged: services/query/frequencies.py). ``postings``: see pool_terms."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    counted, total = await asyncio.gather(
-        run(graph, cypher.KEYWORD_DF_ALL, {"terms": words}, read_only=True), total)
-    df = {term: int(count) for term, count in counted}
+    df, total = await asyncio.gather(
+        document_frequencies(graph, request.namespace, words), total)
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
     if not weighted:
         return []
     pool = max(params["depth"], RESCORE_POOL)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
-    asked = {**params, "weighted": pool_terms(weighted, df, common), "pool": pool,
+    asked = {**params, "weighted": pool_terms(weighted, df, common, postings), "pool": pool,
              "over": 2 * pool}
     pools = [run(graph, cypher.KEYWORD_POOL_ALL, asked, read_only=True)]
     if request.filters.active:
@@ -284,22 +287,37 @@ def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],
             rarity: dict[str, float]) -> Ranked:
     """BM25 over the pool: term frequency saturates and long chunks are normalised, which
     FalkorDB's score does not do. The average length is the unfiltered pool's and idf the
-    namespace's, so a filter only removes passages: it never changes one's score."""
+    namespace's, so a filter only removes passages: it never changes one's score. A chunk's
+    length is the word count stored at ingest (row[7]; counted here for older chunks)."""
     weights = {stem(w): weight for w, weight in rarity.items()}
-    tokens = {row[1]: tokenize(row[2]) for row in (*unfiltered, *rows)}
-    avgdl = statistics.fmean(len(tokens[row[1]]) for row in unfiltered or rows) if rows else 1.0
-    return sorted(((row[:6], bm25(tokens[row[1]], weights, avgdl, matched=row[6]))
-                   for row in rows), key=lambda item: (-item[1], item[0][1]))
+    stems = frozenset(weights)
+    lengths = {row[1]: int(row[7]) if row[7] is not None else count_words(row[2])
+               for row in (*unfiltered, *rows)}
+    avgdl = statistics.fmean(lengths[row[1]] for row in unfiltered or rows) if rows else 1.0
+    return sorted(((row[:6], bm25(term_counts(row[2], stems), lengths[row[1]], weights, avgdl,
+                                  matched=row[6])) for row in rows),
+                  key=lambda item: (-item[1], item[0][1]))
 
 
-def pool_terms(weighted: list[list[Any]], df: dict[str, int],
-               common: float) -> list[list[Any]]:
+def pool_terms(weighted: list[list[Any]], df: dict[str, int], common: float,
+               postings: int = 0) -> list[list[Any]]:
     """The terms whose postings choose the pool: not those in more than ``common`` chunks,
     or the rarest term alone if all are. BM25 over the pool still counts every term; a common
     word only stops bringing in thousands of chunks that match nothing else (FalkorDB sums
-    ~5 µs per posting)."""
+    ~5 µs per posting). ``postings`` > 0 also bounds the postings summed: the rarest terms
+    first, while their document frequencies add up to no more (the rarest always goes)."""
     rare = [t for t in weighted if df[t[0]] <= common]
-    return rare or [max(weighted, key=lambda t: t[1])]
+    if not rare:
+        return [max(weighted, key=lambda t: t[1])]
+    if postings <= 0:
+        return rare
+    chosen, summed = set(), 0
+    for term in sorted(rare, key=lambda t: df[t[0]]):
+        summed += df[term[0]]
+        if chosen and summed > postings:
+            break
+        chosen.add(term[0])
+    return [t for t in rare if t[0] in chosen]
 
 
 async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, list[Any]]:

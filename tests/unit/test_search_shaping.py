@@ -1,3 +1,7 @@
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
 from zapomni.services.query.fusion import (
     Candidate,
     Context,
@@ -174,21 +178,57 @@ def test_metadata_filters_match_what_workers_store():
     assert meta_pairs(None) is None
 
 
+def scored(text: str, idf: dict[str, float], avgdl: float, matched: list[str] | None = None
+           ) -> float:
+    from zapomni.services.query.keyword import bm25, term_counts
+    from zapomni.shared.words import count_words
+
+    counts = term_counts(text, frozenset(idf))
+    return bm25(counts, count_words(text), idf, avgdl=avgdl, matched=matched or [])
+
+
 def test_bm25_saturates_and_normalises_length():
-    from zapomni.services.query.keyword import bm25, stem, tokenize
+    from zapomni.services.query.keyword import stem
 
     assert [stem(w) for w in ("directors", "studies", "glass", "running", "cat")] == \
         ["director", "study", "glass", "runn", "cat"]
     idf = {"lighthouse": 2.0, "storm": 1.0}
-    once = bm25(tokenize("The lighthouse stood."), idf, avgdl=3)
-    thrice = bm25(tokenize("Lighthouse lighthouse lighthouse stood."), idf, avgdl=3)
+    once = scored("The lighthouse stood.", idf, avgdl=3)
+    thrice = scored("Lighthouse lighthouse lighthouse stood.", idf, avgdl=3)
     assert 0 < once < thrice < 3 * once  # more occurrences help, with diminishing returns
-    short = bm25(tokenize("lighthouse storm"), idf, avgdl=10)
-    padded = bm25(tokenize("lighthouse storm " + "filler " * 40), idf, avgdl=10)
+    short = scored("lighthouse storm", idf, avgdl=10)
+    padded = scored("lighthouse storm " + "filler " * 40, idf, avgdl=10)
     assert short > padded  # the same matches in a longer chunk count for less
-    assert bm25(tokenize("nothing relevant here"), idf, avgdl=3) == 0
+    assert scored("nothing relevant here", idf, avgdl=3) == 0
     # a term the full-text index matched counts once even where stem() does not see it
-    assert bm25(tokenize("nothing relevant here"), idf, avgdl=3, matched=["storm"]) > 0
+    assert scored("nothing relevant here", idf, avgdl=3, matched=["storm"]) > 0
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcdeisy İ_-.,0'\u00e9\u0301")), max_size=80),
+       st.lists(st.text(alphabet="abcdeisy0", min_size=1, max_size=6), min_size=1,
+                max_size=4))
+def test_term_counts_equal_counting_every_token(text, words):
+    """Counting only the words that may stem to a query term finds what stemming every word
+    of the chunk finds, and the stored length is the number of those words."""
+    from zapomni.services.query.keyword import stem, term_counts, tokenize
+    from zapomni.shared.words import count_words
+
+    stems = frozenset(stem(w) for w in words)
+    tokens = tokenize(text)
+    expected = {s: tokens.count(s) for s in stems if s in tokens}
+    assert term_counts(text, stems) == expected
+    assert count_words(text) == len(tokens)
+
+
+def test_pool_terms_bound_postings_rarest_first():
+    weighted = [["common", 0.5], ["rare", 3.0], ["middle", 1.5]]
+    df = {"common": 900, "rare": 10, "middle": 300}
+    assert pool_terms(weighted, df, common=1000) == weighted  # no bound: every term
+    assert pool_terms(weighted, df, common=1000, postings=400) == [["rare", 3.0],
+                                                                   ["middle", 1.5]]
+    assert pool_terms(weighted, df, common=1000, postings=5) == [["rare", 3.0]]
+    assert pool_terms(weighted, df, common=100) == [["rare", 3.0]]
 
 
 def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():

@@ -1,0 +1,266 @@
+"""The keyword signal at 100k chunks: SciFact's labelled abstracts mixed into 100k unrelated
+real passages, hybrid latency and nDCG@10 for each way of doing the keyword signal's work.
+
+    ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--postings 20000 5000]
+
+SciFact (../shared/data/scifact: 5,183 abstracts, one memory and one chunk each, embedded by
+the in-process model once and cached in tests/bench/.cache) and ``--distractors`` passages of
+this machine's own text (Python's standard library sources and docstrings, /usr/share/doc,
+the virtualenv's packages; split at blank lines into 300-1,200 characters, duplicates out).
+The distractors' vectors are not the model's (embedding 100k passages takes hours on this
+host): a fixed random projection of their hashed word counts, unit length, so similar texts
+get similar vectors and the HNSW index has structure, but they live in another space than
+the questions' real vectors and rarely reach the vector signal's top. What competes with the
+labelled abstracts is the keyword signal, the part measured here.
+
+Written with the workers' store functions (25 distractors per memory) into `zapomni up`'s
+FalkorDB; searched in process (search_memory, the query service's own function, query
+vectors cached in Redis), each variant: every question once to warm (cold figures from this
+pass where the cache matters), then timed in hybrid mode, then nDCG@10 of hybrid and keyword.
+Variants: no document-frequency cache and no stored lengths (each chunk's ``words`` removed:
+counted per search, as before); the cache; + stored lengths; + a bound on the postings the
+pool query sums (``ZAPOMNI_KEYWORD_POSTINGS``). Prints a table; writes
+tests/bench/results/keyword_scale.json. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import redis.asyncio
+
+from tests.bench.retrieval import load_beir, ndcg
+from tests.support.stack import Stack
+from tests.support.vectors import embedded
+from zapomni.services.query import frequencies
+from zapomni.services.query.search import search_memory
+from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_search
+from zapomni.shared.words import WORD
+from zapomni.workers.store import mark_ready, write_chunks, write_memory
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "bench" / "results"
+PER_MEMORY = 25
+PARAGRAPH = re.compile(r"\n\s*\n")
+SOURCES = (Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}",
+           Path("/usr/share/doc"), Path(sys.prefix) / "lib")
+
+
+def files() -> Iterator[Path]:
+    for root in SOURCES:
+        if root.is_dir():
+            yield from sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (
+                ".py", ".txt", ".md", ".rst", ".gz", "") and p.stat().st_size < 2_000_000)
+
+
+def read(path: Path) -> str:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+        return ""
+
+
+def distractors(count: int) -> list[str]:
+    """``count`` distinct passages of 300-1,200 characters: paragraphs joined until long
+    enough."""
+    seen: dict[str, None] = {}
+    for path in files():
+        passage = ""
+        for paragraph in PARAGRAPH.split(read(path)):
+            paragraph = paragraph.strip()
+            if not paragraph or len(paragraph) > 1200:
+                continue
+            passage = f"{passage}\n\n{paragraph}" if passage else paragraph
+            if len(passage) >= 300:
+                if len(passage) <= 1200:
+                    seen.setdefault(passage, None)
+                passage = ""
+                if len(seen) == count:
+                    return list(seen)
+    raise SystemExit(f"this machine has only {len(seen):,} distinct passages")
+
+
+def projected(texts: list[str], dim: int = 384, buckets: int = 1 << 14) -> np.ndarray:
+    """Unit vectors: hashed word counts through a fixed Gaussian projection."""
+    matrix = np.random.default_rng(7).standard_normal((buckets, dim)).astype(np.float32)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        words = WORD.findall(text.lower())
+        idx = [int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "little")
+               % buckets for w in words] or [0]
+        out[i] = matrix[idx].sum(axis=0)
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+async def write(graph, texts: list[str], vectors: np.ndarray, names: list[str],
+                per_memory: int) -> float:
+    """Memories of ``per_memory`` chunks each (the memory id named by ``names``); chunks/s."""
+    async def one(first: int) -> None:
+        rows = range(first, min(len(texts), first + per_memory))
+        text, spans = "", []
+        for idx, row in enumerate(rows):
+            begin = len(text) + (1 if text else 0)
+            text = f"{text}\n{texts[row]}" if text else texts[row]
+            spans.append(ChunkSpan(idx=idx, text=texts[row], char_start=begin,
+                                   char_end=len(text), tokens=0))
+        memory = names[first]
+        job = IngestJob(task_id=memory, memory_id=memory, namespace="default", text=text,
+                        content_hash=memory, created_at=time.time())
+        await write_memory(graph, job, len(spans))
+        await write_chunks(graph, memory, spans, vectors[first : first + len(spans)])
+        await mark_ready(graph, memory, memory)
+
+    started = time.perf_counter()
+    firsts = list(range(0, len(texts), per_memory))
+    for batch in range(0, len(firsts), 4):
+        await asyncio.gather(*(one(f) for f in firsts[batch : batch + 4]))
+    return len(texts) / (time.perf_counter() - started)
+
+
+def pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 2)
+
+
+async def ask(store, embedder, client, settings, queries, mode: str) -> tuple[list, list]:
+    times, ranked = [], []
+    for query in queries:
+        request = decode_search(query.text, 10, None, None, mode=mode)
+        started = time.perf_counter()
+        response = await search_memory(store, embedder, client, settings, request)
+        times.append((time.perf_counter() - started) * 1000)
+        ranked.append([hit.memory_id for hit in response.results])
+    return times, ranked
+
+
+async def variant(name: str, store, embedder, client, settings, queries, doc_of) -> dict:
+    frequencies.CACHE.clear()
+    cold, _ = await ask(store, embedder, client, settings, queries, "hybrid")
+    warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
+    _, keyword = await ask(store, embedder, client, settings, queries, "keyword")
+
+    def quality(ranked: list[list[str]]) -> float:
+        return round(float(np.mean([ndcg([doc_of.get(m, m) for m in r], q.relevant)
+                                    for q, r in zip(queries, ranked, strict=True)])), 4)
+
+    row = {"variant": name, "cold_p50": pct(cold, 50), "cold_p95": pct(cold, 95),
+           "p50": pct(warm, 50), "p95": pct(warm, 95), "ndcg_hybrid": quality(hybrid),
+           "ndcg_keyword": quality(keyword), "top10": hybrid}
+    print(f"  {name}: hybrid p50/p95 {row['p50']}/{row['p95']} ms (first ask "
+          f"{row['cold_p50']}/{row['cold_p95']}), nDCG@10 hybrid {row['ndcg_hybrid']} "
+          f"keyword {row['ndcg_keyword']}", flush=True)
+    return row
+
+
+async def run(args: argparse.Namespace, stack: Stack) -> dict:
+    docs, queries = load_beir("scifact", "scifact", "train.tsv")
+    queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
+    print(f"{len(docs):,} abstracts, {len(queries)} questions; embedding (cached)", flush=True)
+    doc_vectors = embedded([d.text for d in docs])
+    others = distractors(args.distractors)
+    print(f"{len(others):,} distractor passages; projecting", flush=True)
+    other_vectors = projected(others)
+    db_url = f"redis://127.0.0.1:{stack.ports['--falkordb-port']}"
+    settings = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0")
+    store = GraphStore(settings)
+    embedder = OnnxEmbedder()
+    await prepare_namespace(store, "default", embedder.name, 384)
+    graph = store.graph("default")
+    names = [hashlib.sha256(t.encode()).hexdigest()[:32] for t in others]
+    rate = await write(graph, others, other_vectors, names, PER_MEMORY)
+    doc_names = [f"scifact-{d.doc_id}" for d in docs]
+    await write(graph, [d.text for d in docs], doc_vectors, doc_names, 1)
+    while await indexes_building(graph):
+        await asyncio.sleep(0.1)
+    doc_of = {name: d.doc_id for name, d in zip(doc_names, docs, strict=True)}
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    report: dict = {"chunks": len(others) + len(docs), "write_per_s": round(rate, 1),
+                    "queries": len(queries), "variants": []}
+    await ask(store, embedder, client, settings, queries, "vector")  # query vectors cached
+    await graph.query("MATCH (c:Chunk) SET c.words = NULL")
+    frequencies.CACHE.capacity = 0
+    report["variants"].append(await variant("no cache, lengths counted per search", store,
+                                            embedder, client, settings, queries, doc_of))
+    frequencies.CACHE.capacity = frequencies.CACHED_TERMS
+    report["variants"].append(await variant("document-frequency cache", store, embedder,
+                                            client, settings, queries, doc_of))
+    await restore_words(graph)
+    for postings in [0, *args.postings]:
+        bounded = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0",
+                                    keyword_postings=postings)
+        name = "+ stored lengths" + (f", postings <= {postings:,}" if postings else "")
+        report["variants"].append(await variant(name, store, embedder, client, bounded,
+                                                queries, doc_of))
+    await client.aclose()
+    await store.aclose()
+    return report
+
+
+async def restore_words(graph) -> None:
+    """Each chunk's word count as workers store it (shared/words.py), in pages."""
+    from zapomni.shared.words import count_words
+
+    after = ""
+    while True:
+        rows = (await graph.query(
+            "MATCH (c:Chunk) WHERE c.id > $after RETURN c.id, c.text ORDER BY c.id LIMIT 2000",
+            {"after": after})).result_set
+        if not rows:
+            return
+        await graph.query("UNWIND $rows AS r MATCH (c:Chunk {id: r[0]}) SET c.words = r[1]",
+                          {"rows": [[cid, count_words(text)] for cid, text in rows]})
+        after = rows[-1][0]
+
+
+def table(report: dict) -> str:
+    base = report["variants"][0]["top10"]
+    lines = [f"{report['chunks']:,} chunks, {report['queries']} SciFact questions; in process, "
+             "query vector cached", "",
+             "| variant | hybrid p50 / p95 ms | first ask p50 / p95 ms | nDCG@10 hybrid | "
+             "nDCG@10 keyword | hybrid top 10 as before |", "|---|---|---|---|---|---|"]
+    for row in report["variants"]:
+        same = np.mean([a == b for a, b in zip(base, row["top10"], strict=True)])
+        lines.append(f"| {row['variant']} | {row['p50']} / {row['p95']} | {row['cold_p50']} / "
+                     f"{row['cold_p95']} | {row['ndcg_hybrid']} | {row['ndcg_keyword']} | "
+                     f"{same:.1%} |")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--distractors", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--postings", type=int, nargs="*", default=[20_000, 10_000, 5_000])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="zapomni-keyword-") as tmp:
+        stack = Stack(Path(tmp))
+        stack.start(workers=1)
+        try:
+            report = await run(args, stack)
+        finally:
+            stack.stop()
+    print(table(report))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for row in report["variants"]:
+        row.pop("top10")
+    (RESULTS / "keyword_scale.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
