@@ -28,9 +28,9 @@ Pieces = list[tuple[int, str]]
 
 
 @functools.cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """(a word or punctuation mark, the same with the whitespace before it, a punctuation mark
-    beyond the BMP) as the BERT normaliser and pre-tokenizer see them: control characters are
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(a word or punctuation mark with the whitespace before it, a punctuation mark beyond
+    the BMP) as the BERT normaliser and pre-tokenizer see them: control characters are
     dropped (they split nothing), whitespace and each punctuation mark split. The classes
     hold BMP ranges only (Python's re then looks characters up in a table, 3x faster than a
     list of ranges); a text with punctuation beyond the BMP is tokenized chunk by chunk."""
@@ -44,7 +44,7 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
             space.append(code)
     p, s = _ranges(punct), _ranges(space)
     core = f"(?:[^{p}{s}]+|[{p}])"
-    return re.compile(core), re.compile(f"[{s}]*{core}"), re.compile(f"[{_ranges(astral)}]")
+    return re.compile(f"[{s}]*{core}"), re.compile(f"[{_ranges(astral)}]")
 
 
 def _ranges(codes: list[int]) -> str:
@@ -69,14 +69,15 @@ def chars_per_token(text: str, tokenizer: Tokenizer) -> float:
 
 def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
     """Tokens of each chunk (without special tokens), from its words' counts; a chunk that
-    cuts a word in two is tokenized whole."""
-    core, tile, astral = _patterns()
+    cuts a word in two is tokenized whole. A word is counted with the whitespace before it
+    stripped: what ``str.strip`` removes is whitespace or control characters, which the
+    normaliser drops, so the count is the same."""
+    tile, astral = _patterns()
     if max(text, default=" ") > "\uffff" and astral.search(text):
-        return [len(e.ids) for e in tokenizer.encode_batch_fast([p for _, p in pieces],
-                                                               add_special_tokens=False)]
-    words = core.findall(text)
-    ends = np.cumsum(np.fromiter(map(len, tile.findall(text)), dtype=np.int64,
-                                 count=len(words)))
+        return exact_counts(pieces, tokenizer)
+    tiles = tile.findall(text)
+    words = list(map(str.lstrip, tiles))
+    ends = np.cumsum(np.fromiter(map(len, tiles), dtype=np.int64, count=len(tiles)))
     starts = ends - np.fromiter(map(len, words), dtype=np.int64, count=len(words))
     distinct = list(set(words))
     known = dict(zip(distinct, (len(e.ids) for e in tokenizer.encode_batch_fast(
@@ -90,10 +91,14 @@ def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
     counts = (total[last] - total[first]).tolist()
     cut = [i for i in range(len(pieces)) if (first[i] > 0 and ends[first[i] - 1] > begin[i])
            or (last[i] < len(words) and starts[last[i]] < end[i])]
-    for i, enc in zip(cut, tokenizer.encode_batch_fast([pieces[i][1] for i in cut],
-                                                       add_special_tokens=False), strict=True):
-        counts[i] = len(enc.ids)
+    for i, tokens in zip(cut, exact_counts([pieces[i] for i in cut], tokenizer), strict=True):
+        counts[i] = tokens
     return counts
+
+
+def exact_counts(pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
+    return [len(e.ids) for e in tokenizer.encode_batch_fast([p for _, p in pieces],
+                                                           add_special_tokens=False)]
 
 
 def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
@@ -108,9 +113,13 @@ def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
     if max(counts, default=0) <= capacity:
         return pieces, counts
     kept: Pieces = []
+    kept_counts: list[int] = []
     for (start, piece), tokens in zip(pieces, counts, strict=True):
         if tokens <= capacity:
             kept.append((start, piece))
+            kept_counts.append(tokens)
         else:
-            kept += [(start + s, p) for s, p in token_splitter.chunk_indices(piece)]
-    return kept, count_tokens(text, kept, tokenizer)
+            again = [(start + s, p) for s, p in token_splitter.chunk_indices(piece)]
+            kept += again
+            kept_counts += exact_counts(again, tokenizer)
+    return kept, kept_counts
