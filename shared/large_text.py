@@ -62,6 +62,8 @@ def chars_per_token(text: str, tokenizer: Tokenizer) -> float:
     """Characters per token in the densest tenth of ``SAMPLES`` windows spread over the text."""
     step = max(1, (len(text) - SAMPLE_CHARS) // SAMPLES)
     windows = [text[i : i + SAMPLE_CHARS] for i in range(0, len(text), step)][:SAMPLES]
+    if not windows:
+        return 1.0
     encoded = tokenizer.encode_batch_fast(windows, add_special_tokens=False)
     ratios = [len(w) / max(1, len(e.ids)) for w, e in zip(windows, encoded, strict=True)]
     return max(1.0, float(np.percentile(ratios, 10)))
