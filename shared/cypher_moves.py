@@ -83,7 +83,8 @@ UNWIND $rows AS r
 MATCH (m:Memory {id: r.memory_id})
 MERGE (c:Chunk {id: r.id})
 SET c.memory_id = r.memory_id, c.idx = r.idx, c.text = r.text, c.char_start = r.char_start,
-    c.char_end = r.char_end, c.tokens = r.tokens, c.embedding = vecf32(r.vec)
+    c.char_end = r.char_end, c.tokens = r.tokens, c.words = r.words,
+    c.start_line = r.start_line, c.end_line = r.end_line, c.embedding = vecf32(r.vec)
 MERGE (m)-[:HAS_CHUNK]->(c)
 """)
 IMPORT_THREADS = """

@@ -21,6 +21,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared import cypher, cypher_moves, tasks
+from zapomni.shared.chunking import Lines
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.graphstore import prepare_namespace
@@ -28,9 +29,10 @@ from zapomni.shared.graphstore import run as run_query
 from zapomni.shared.ids import chunk_id
 from zapomni.shared.messages import ChunkSpan, ExportedMemory, ImportJob
 from zapomni.shared.queue import IMPORT
+from zapomni.shared.words import count_words
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, resources
-from zapomni.workers.store import link_chunks, meta_pairs
+from zapomni.workers.store import link_chunks, meta_pairs, stamp_writes
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +110,10 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     for m, chunks in zip(job.memories, spans, strict=True):
         rows.extend({"id": chunk_id(m.id, c.idx), "memory_id": m.id, "idx": c.idx,
                      "text": c.text, "char_start": c.char_start, "char_end": c.char_end,
-                     "tokens": c.tokens, "vec": params[at + i]} for i, c in enumerate(chunks))
+                     "tokens": c.tokens, "words": count_words(c.text),
+                     "start_line": first, "end_line": last, "vec": params[at + i]}
+                    for i, (c, (first, last)) in enumerate(zip(chunks, line_spans(m.text, chunks),
+                                                               strict=True)))
         at += len(chunks)
     await run_query(graph, cypher_moves.IMPORT_MEMORIES, {
         "rows": [memory_row(m, len(s)) for m, s in zip(job.memories, spans, strict=True)],
@@ -125,6 +130,13 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     ids = [m.id for m in job.memories if m.thread]
     for memory_id in ids:  # a later turn written by an earlier batch
         await run_query(graph, cypher.LINK_TURN_AFTER, {"id": memory_id})
+    await stamp_writes(graph)  # new chunks: document frequencies are counted again
+
+
+def line_spans(text: str, chunks: list[ChunkSpan]) -> list[tuple[int, int]]:
+    """Each chunk's first and last line in its memory's text (a file's chunks carry none)."""
+    lines = Lines(text)
+    return [lines.span(c.char_start, c.char_end) for c in chunks]
 
 
 async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:

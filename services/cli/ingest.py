@@ -46,7 +46,7 @@ async def call(client: Client, tool: str, **arguments: Any) -> Any:
     """A tool call; a full queue ("temporarily unavailable") is retried with backoff."""
     for attempt in range(RETRIES):
         try:
-            return (await client.call_tool(tool, arguments)).data
+            return (await client.call_tool(tool, arguments)).structured_content
         except ToolError as exc:
             if not str(exc).startswith("temporarily unavailable") or attempt == RETRIES - 1:
                 raise

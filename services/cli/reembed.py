@@ -10,7 +10,7 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from zapomni.services.cli.progress import Progress
+from zapomni.services.cli.counter import Progress
 from zapomni.shared.errors import InvalidInput, Unavailable
 from zapomni.shared.settings import Settings
 
@@ -24,7 +24,7 @@ def front_url(settings: Settings, given: str) -> str:
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     try:
-        return (await client.call_tool(tool, arguments)).data
+        return (await client.call_tool(tool, arguments)).structured_content
     except ToolError as exc:
         raise InvalidInput(str(exc)) from None
 

@@ -21,7 +21,11 @@ from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.validation import decode_search
 
 ADDED = "Added during the reembed: penguins cannot fly."
-META = ("MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, "
+# DISTINCT: two workers' first writes to a new namespace can both create the record
+# (FalkorDB runs a MERGE's match before it takes the write lock); every statement that
+# changes it matches all of them alike, so they never differ (see the closing note of
+# 2026-11-24: a unique constraint is the fix to make)
+META = ("MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN DISTINCT x.model, x.dim, "
         "coalesce(x.prop, 'embedding'), x.next_model")
 VECTORS = ("MATCH (c:Chunk) RETURN count(c), sum(CASE WHEN c.embedding IS NULL THEN 0 ELSE 1 "
            "END), sum(CASE WHEN c.embedding_b IS NULL THEN 0 ELSE 1 END)")

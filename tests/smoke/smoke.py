@@ -111,21 +111,26 @@ def start(data_dir: Path, ports: list[int], output: Path) -> subprocess.Popen:
     return process
 
 
+async def call(client: Client, tool: str, **arguments) -> dict:
+    """A tool's answer as JSON, as the README's example reads it (.data would be dataclasses
+    built from the tool's output schema)."""
+    return (await client.call_tool(tool, arguments)).structured_content
+
+
 async def add_and_find(url: str) -> None:
     async with Client(url) as client:
-        receipt = (await client.call_tool("add_memory", {"text": TEXT})).data
+        receipt = await call(client, "add_memory", text=TEXT)
         say(f"added memory {receipt['memory_id']}, task {receipt['task_id']}")
         deadline = time.monotonic() + 300
         while True:
-            status = (await client.call_tool("graph_status",
-                                             {"task_id": receipt["task_id"]})).data
+            status = await call(client, "graph_status", task_id=receipt["task_id"])
             if status["state"] == "done":
                 break
             if status["state"] in ("failed", "cancelled") or time.monotonic() > deadline:
                 fail(f"the add's task did not finish: {status}")
             await asyncio.sleep(0.3)
         say("its task is done")
-        found = (await client.call_tool("search_memory", {"query": QUERY, "limit": 3})).data
+        found = await call(client, "search_memory", query=QUERY, limit=3)
         ids = [hit["memory_id"] for hit in found["results"]]
         if not ids or ids[0] != receipt["memory_id"]:
             fail(f"search did not find the memory first: {found}")
