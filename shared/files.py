@@ -14,10 +14,13 @@ is a file is its own name.
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -245,9 +248,32 @@ def read_file(found: Found, max_bytes: int) -> bytes | Skipped:
     if len(data) > max_bytes:  # it grew since stat
         return Skipped(found.source, f"too big: over the limit of {max_bytes:,} bytes "
                        "(ZAPOMNI_INGEST_MAX_FILE_BYTES)")
-    if not found.source.lower().endswith(BINARY_KINDS) and b"\0" in data[:SNIFF_BYTES]:
+    if found.source.lower().endswith(".gz"):
+        data = gunzip(found.source, data, max_bytes)
+        if isinstance(data, Skipped):
+            return data
+    if not inner_name(found.source).lower().endswith(BINARY_KINDS) and b"\0" in data[:SNIFF_BYTES]:
         return Skipped(found.source, "binary (not text, PDF or DOCX)")
     return data
+
+
+def inner_name(source: str) -> str:
+    """The name a file's text is read by: a gzip file's name without ``.gz``."""
+    return source[:-3] if source.lower().endswith(".gz") else source
+
+
+def gunzip(source: str, data: bytes, max_bytes: int) -> bytes | Skipped:
+    """A gzip file's content (Debian's /usr/share/doc is mostly changelog.gz, NEWS.gz...),
+    at most ``max_bytes`` of it: a larger one is skipped as too big, not read whole."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            inner = handle.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error):
+        return Skipped(source, "a corrupt gzip file")
+    if len(inner) > max_bytes:
+        return Skipped(source, f"too big: over {max_bytes:,} bytes uncompressed "
+                       "(ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+    return inner
 
 
 class Loaded(msgspec.Struct, frozen=True):
@@ -265,7 +291,7 @@ def load_file(found: Found, root_key: str, max_bytes: int) -> Loaded | Skipped:
     if isinstance(data, Skipped):
         return data
     try:
-        extracted = extract(found.source, data)
+        extracted = extract(inner_name(found.source), data)
     except Unreadable as exc:
         return Skipped(found.source, exc.reason)
     if not extracted.text.strip():

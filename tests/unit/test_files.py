@@ -3,6 +3,7 @@ files: the vendored tree under tests/data/files and a PDF and DOCX made by the t
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from pathlib import Path
@@ -156,3 +157,21 @@ def test_gitignore_patterns(rule, source, is_dir, matched):
     from zapomni.shared.files import ignored, parse_gitignore
 
     assert ignored(parse_gitignore(rule, ""), source, is_dir) is matched
+
+
+def test_gzip_files_are_read_by_the_name_inside(tmp_path):
+    """Debian's /usr/share/doc is mostly changelog.gz, NEWS.gz, README.md.gz."""
+    (tmp_path / "README.md.gz").write_bytes(gzip.compress(b"# Beacon\nThe lamp turns.\n"))
+    (tmp_path / "changelog.gz").write_bytes(gzip.compress(b"beacon (1.2) stable\n"))
+    (tmp_path / "broken.gz").write_bytes(b"\x1f\x8b\x08 not really gzip")
+    (tmp_path / "bomb.txt.gz").write_bytes(gzip.compress(b"a" * 5000))
+    (tmp_path / "blob.bin.gz").write_bytes(gzip.compress(b"\x00\x01binary"))
+    found = load_all(tmp_path, Selection(max_bytes=4000))
+    readme, changelog = found["README.md.gz"], found["changelog.gz"]
+    assert (readme.text, readme.metadata["type"], readme.metadata["title"]) == (
+        "# Beacon\nThe lamp turns.\n", "markdown", "Beacon")
+    assert (changelog.text, changelog.metadata["type"]) == ("beacon (1.2) stable\n", "text")
+    assert found["broken.gz"] == Skipped("broken.gz", "a corrupt gzip file")
+    assert found["bomb.txt.gz"] == Skipped(
+        "bomb.txt.gz", "too big: over 4,000 bytes uncompressed (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+    assert found["blob.bin.gz"] == Skipped("blob.bin.gz", "binary (not text, PDF or DOCX)")
