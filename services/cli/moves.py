@@ -12,6 +12,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import redis.exceptions
+
 from zapomni.services.cli.export import export_namespace, open_output
 from zapomni.services.cli.restore import import_file
 from zapomni.shared.errors import ZapomniError
@@ -52,6 +54,13 @@ def guarded(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     except ZapomniError as exc:
         print(f"zapomni: {exc}", file=sys.stderr, flush=True)
         return 1
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        settings = Settings.from_env()
+        print(f"zapomni: cannot reach the stack's Redis/FalkorDB ({settings.redis_url}, "
+              f"{settings.falkordb_url}); start it with `zapomni up`, or set "
+              "ZAPOMNI_REDIS_URL and ZAPOMNI_FALKORDB_URL to where it runs",
+              file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt:
         print("zapomni: interrupted", file=sys.stderr, flush=True)
         return 130
@@ -65,9 +74,13 @@ def run_export(args: argparse.Namespace) -> int:
         try:
             header = await export_namespace(Settings.from_env(), args.namespace, out,
                                             vectors=args.vectors)
-        finally:
-            if out is not sys.stdout.buffer:
+        except BaseException:
+            if out is not sys.stdout.buffer:  # no half-written file left behind
                 out.close()
+                Path(args.output).unlink(missing_ok=True)
+            raise
+        if out is not sys.stdout.buffer:
+            out.close()
         print(f"zapomni: exported {header.memories:,} memories of '{args.namespace}' "
               f"({header.model}, {header.dim}-d{', with vectors' if args.vectors else ''}) "
               f"in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
