@@ -82,7 +82,7 @@ async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan
 async def stamp_writes(graph: AsyncGraph) -> None:
     """Mark the namespace's chunks as changed, after the change: the query service counts
     document frequencies again (a job that dies before this runs again, and stamps then)."""
-    await run(graph, cypher.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "chunks")
+    await run(graph, cypher.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "stamp")
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:

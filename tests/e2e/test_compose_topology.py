@@ -25,6 +25,7 @@ import yaml
 from fastmcp import Client
 
 from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp import answer, call
 from tests.support.servers import ThreadedServer
 from tests.support.waiting import eventually
 from tests.support.workers import wait_tasks
@@ -162,20 +163,20 @@ async def check_one_document(url: str, token: str, queue_port: int) -> None:
         async with Client(url, auth=token) as client:
             await eventually(lambda: _stats(client), lambda s: s["workers_alive"] == WORKERS,
                              f"{WORKERS} workers alive", timeout=180, every=0.5)
-            receipt = (await client.call_tool("add_memory", {"text": document()})).data
+            receipt = await answer(client, "add_memory", {"text": document()})
             await wait_tasks(queue, [receipt["task_id"]], timeout=600)
             writers = await tasks.part_workers(queue, receipt["task_id"])
             record = await tasks.get_task(queue, receipt["task_id"])
             assert len(writers) == record.total >= 4, (writers, record)
             assert len(set(writers.values())) > 1, f"one worker wrote every part: {writers}"
-            found = (await client.call_tool("search_memory", {"query": NEEDLE})).data
+            found = await answer(client, "search_memory", {"query": NEEDLE})
             assert found["results"][0]["memory_id"] == receipt["memory_id"], found
     finally:
         await queue.aclose()
 
 
 async def _stats(client: Client) -> dict:
-    return (await client.call_tool("get_stats", {})).data
+    return await call(client, "get_stats")
 
 
 def check_keys(queue_port: int, store_port: int) -> None:

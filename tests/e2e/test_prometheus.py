@@ -19,6 +19,7 @@ import redis.asyncio
 from fastmcp import Client
 
 from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp import answer
 from tests.support.prometheus import Prometheus, scrape_config
 from tests.support.servers import ThreadedServer
 from tests.support.stack import Stack
@@ -71,7 +72,7 @@ async def drive_traffic(stack: Stack, token: str, ollama: FakeOllama) -> None:
     queue = redis.asyncio.Redis(port=stack.ports["--falkordb-port"])
     try:
         async with Client(stack.url, auth=token) as client:
-            added = [(await client.call_tool("add_memory", {"text": text})).data for text in (
+            added = [await answer(client, "add_memory", {"text": text}) for text in (
                 "The harbour crane lifts forty containers an hour in calm weather.",
                 "Night trains to the coast leave from platform nine after ten o'clock.")]
             ids = [a["task_id"] for a in added]
@@ -82,11 +83,11 @@ async def drive_traffic(stack: Stack, token: str, ollama: FakeOllama) -> None:
                 await client.call_tool("search_memory", {"query": "how fast is the crane?"})
             empty = await client.call_tool("add_memory", {"text": " "}, raise_on_error=False)
             assert empty.is_error
-            refused = (await client.call_tool("add_memory", {
-                "text": "Maybe the ferry is late.", "metadata": {"confidence": 0.1}})).data
+            refused = await answer(client, "add_memory", {
+                "text": "Maybe the ferry is late.", "metadata": {"confidence": 0.1}})
             assert refused["stored"] is False
             ollama.fail_statuses = [400]  # the next embedding request is refused
-            doomed = (await client.call_tool("add_memory", {"text": "A doomed memory."})).data
+            doomed = await answer(client, "add_memory", {"text": "A doomed memory."})
             await wait_tasks(queue, [doomed["task_id"]], timeout=300, until=("failed",))
     finally:
         await queue.aclose()

@@ -93,7 +93,8 @@ async def test_the_whole_tool_set(client, settings, aredis):
     ("search_memory", {"query": "x" * 2001}, "query: too long (at most 2,000 characters)"),
     ("search_memory", {"query": "q", "limit": 0}, "limit: must be at least 1"),
     ("search_memory", {"query": "q", "filters": {"color": "red"}},
-     "filters: unknown key(s) color; known: tags, tags_all, source, after, before, metadata"),
+     "filters: unknown key(s) color; known: tags, tags_all, source, source_prefix, after, "
+     "before, metadata, include_superseded"),
     ("graph_status", {"task_id": "nope"}, "task_id: not a valid id"),
     ("get_memory", {"memory_id": "mem_123"}, "memory_id: not a valid id"),
     ("delete_memory", {"memory_id": "../../etc"}, "memory_id: not a valid id"),

@@ -174,6 +174,7 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                                           st.just(["*"] * 51), WRONG_TYPES)),
                     "exclude": (st.lists(st.sampled_from(["*.log", "build"]), max_size=3),
                                 st.one_of(st.lists(strings(20), max_size=3), WRONG_TYPES))},
+    "reembed": {"namespace": NAMESPACE},
     "get_history": {"thread": THREAD, "namespace": NAMESPACE, "limit": LIMIT,
                     "before": HISTORY_CURSOR},
     "build_context": {"query": QUERY, "thread": THREAD, "namespace": NAMESPACE,
