@@ -138,7 +138,7 @@ async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) ->
 
 async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob, *,
                         bounded: bool = False) -> None:
-    """ingest_path's job (bounded, from the front), or its continuation from file ``start``
-    (an id of its own, derived: enqueued twice, it runs once)."""
+    """A files task's continuation from file ``start``, with an id of its own, derived:
+    enqueued twice, it runs once (the front queues the first slice under the task's id)."""
     job_id = job.task_id + (f":files:{job.start}" if job.start else "")
     await enqueue(redis, settings, FILES, job, job_id, bounded=bounded)

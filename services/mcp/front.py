@@ -28,8 +28,9 @@ from zapomni.shared.messages import (
     TaskRecord,
 )
 from zapomni.shared.queue import (
+    BUILD_GRAPH,
     connect_queue,
-    enqueue_graph,
+    enqueue,
     enqueue_ingest,
     payload_size,
 )
@@ -203,11 +204,20 @@ async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
                                                 f"{', rebuild' if request.rebuild else ''})")
     job = GraphJob(task_id=record.task_id, namespace=request.namespace,
                    memory_ids=request.memory_ids, rebuild=request.rebuild)
+    return await queue_task(front, record, BUILD_GRAPH, job)
+
+
+async def queue_task(front: Front, record: TaskRecord, function: str, job: object
+                     ) -> TaskReceipt:
+    """A task the front starts with one job (graph, files, reembed): its bytes reserved
+    against the queue's limits first (refused, retryable, before anything is written), then
+    its record, then its job under the task's id."""
     await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
                                              payload_size(job), check=True))
     await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
-    await redis_call(front, enqueue_graph(front.redis, front.settings, job, bounded=True))
-    return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
+    await redis_call(front, enqueue(front.redis, front.settings, function, job,
+                                    record.task_id, bounded=True))
+    return TaskReceipt(task_id=record.task_id, status="queued", namespace=record.namespace)
 
 
 async def cancel_task(front: Front, task_id: str) -> TaskRecord:

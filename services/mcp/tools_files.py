@@ -14,12 +14,11 @@ from typing import Any
 from fastmcp import FastMCP
 
 from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
-from zapomni.services.mcp.front import Front, redis_call
-from zapomni.shared import capacity, tasks
+from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.files import allowed_roots, check_ingest_path
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import FilesJob, IngestPath, TaskReceipt, TaskRecord
-from zapomni.shared.queue import enqueue_files, payload_size
+from zapomni.shared.queue import FILES
 from zapomni.shared.validation import check_namespace, convert
 
 
@@ -36,11 +35,7 @@ async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
     job = FilesJob(task_id=record.task_id, namespace=request.namespace,
                    path=resolved.as_posix(), include=request.include,
                    exclude=request.exclude)
-    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
-                                             payload_size(job), check=True))
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
-    await redis_call(front, enqueue_files(front.redis, front.settings, job, bounded=True))
-    return TaskReceipt(task_id=record.task_id, status="queued", namespace=request.namespace)
+    return await queue_task(front, record, FILES, job)  # the first slice: the task's own id
 
 
 def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:

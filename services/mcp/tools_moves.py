@@ -9,11 +9,10 @@ from typing import Any
 from fastmcp import FastMCP
 
 from zapomni.services.mcp.conventions import ADD, tool_spec
-from zapomni.services.mcp.front import Front, redis_call
-from zapomni.shared import capacity, tasks
+from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import ReembedJob, TaskReceipt, TaskRecord
-from zapomni.shared.queue import REEMBED, enqueue, payload_size
+from zapomni.shared.queue import REEMBED
 from zapomni.shared.validation import check_namespace
 
 
@@ -22,12 +21,7 @@ async def start_reembed(front: Front, namespace: str) -> TaskReceipt:
     record = TaskRecord(task_id=new_task_id(), kind="reembed", namespace=namespace,
                         created_at=time.time(), message="waiting for a worker")
     job = ReembedJob(task_id=record.task_id, namespace=namespace)
-    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
-                                             payload_size(job), check=True))
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
-    await redis_call(front, enqueue(front.redis, front.settings, REEMBED, job, record.task_id,
-                                    bounded=True))
-    return TaskReceipt(task_id=record.task_id, status="queued", namespace=namespace)
+    return await queue_task(front, record, REEMBED, job)
 
 
 def add_moves_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
