@@ -7,7 +7,11 @@ text (the FalkorDB client does not quote map keys in parameters).
 import time
 
 # ---- schema (run once per graph; "already indexed" is fine) ----
+# Run before the first MERGE: FalkorDB's concurrent MERGEs of a label the graph does not know
+# yet each create their node (measured: 16 at once on a fresh graph made 2-16 copies of the
+# namespace's ZapomniMeta record); once the label exists, a MERGE finds the other's node
 SCHEMA = (
+    "CREATE INDEX FOR (x:ZapomniMeta) ON (x.key)",
     "CREATE INDEX FOR (m:Memory) ON (m.id)",
     "CREATE INDEX FOR (m:Memory) ON (m.created_at)",
     "CREATE INDEX FOR (m:Memory) ON (m.source)",

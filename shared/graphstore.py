@@ -215,14 +215,16 @@ def vector_prop(namespace: str, row: list[Any], model: str, dim: int) -> str:
 
 
 async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> str:
-    """Record the namespace's model (first writer wins), refuse another model, and create the
-    indexes; the chunk property this model's vectors go to. The record is read on every call
-    (a reembed switches it); the indexes are created once per process, namespace and
-    property."""
+    """Create the indexes (before any MERGE: cypher.SCHEMA), record the namespace's model
+    (first writer wins), refuse another model; the chunk property this model's vectors go
+    to. The record is read on every call (a reembed switches it); the indexes are created
+    once per process, namespace and property."""
     graph = store.graph(namespace)
     rows = []
     if namespace in store.prepared:  # recorded already: a read, which runs beside writes
         rows = await run(graph, cypher_moves.READ_META, read_only=True)
+    else:
+        await create_indexes(graph, namespace, [(q, None) for q in cypher.SCHEMA])
     if not rows:
         rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim,
                                                      "now": time.time()})
@@ -232,16 +234,21 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
     s = store.settings
     hnsw = {"dim": dim, "m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
             "ef_runtime": s.hnsw_ef_runtime}
-    for query, params in [*((q, None) for q in cypher.SCHEMA),
-                          (cypher_moves.VECTOR_INDEX[prop], hnsw)]:
+    await create_indexes(graph, namespace, [(cypher_moves.VECTOR_INDEX[prop], hnsw)])
+    store.prepared[namespace] = (model, dim, prop)
+    return prop
+
+
+async def create_indexes(graph: Graph, namespace: str,
+                         queries: list[tuple[str, dict[str, Any] | None]]) -> None:
+    """Create each index; one that exists already is fine."""
+    for query, params in queries:
         try:
             await graph.query(query, params)
         except redis.exceptions.ResponseError as exc:
             if "already indexed" not in str(exc):
                 raise StoreError(f"could not create an index in namespace '{namespace}'") \
                     from exc
-    store.prepared[namespace] = (model, dim, prop)
-    return prop
 
 
 async def check_model(store: GraphStore, namespace: str, model: str, dim: int) -> str:

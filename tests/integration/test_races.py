@@ -8,6 +8,7 @@ nothing half-written left behind, and the task states are final.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import msgspec
@@ -267,3 +268,20 @@ async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredi
     assert await tasks.owner_task(aredis, "default", receipt.memory_id) == receipt.task_id
     assert await tasks.get_task(aredis, record.task_id) is None
     assert (await stored(settings))["ready"] == 1
+
+
+async def test_first_writers_of_a_namespace_make_one_model_record(settings):
+    """Eight processes' first writes to fresh namespaces at once: each namespace ends with
+    one record of its model (FalkorDB's MERGEs of a label new to the graph each created
+    their own node, 2-16 of 16, before the indexes were made first)."""
+    stores = [GraphStore(settings) for _ in range(8)]
+    try:
+        for n in range(5):
+            namespace = f"fresh-{n}"
+            await asyncio.gather(*(prepare_namespace(s, namespace, "test", 3) for s in stores))
+            rows = await stores[0].graph(namespace).query(
+                "MATCH (x:ZapomniMeta) RETURN x.key, count(x) ORDER BY x.key")
+            assert rows.result_set == [["embedding", 1]]
+    finally:
+        for s in stores:
+            await s.aclose()
