@@ -183,11 +183,12 @@ def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int
         elif is_dir:
             if not glob_match(selection.exclude, source):
                 subfolders.append((item, source, rules))
-        elif _selected(selection, source):
+        elif selected(selection, source):
             yield Found(str(item), source)
 
 
-def _selected(selection: Selection, source: str) -> bool:
+def selected(selection: Selection, source: str) -> bool:
+    """Whether --include/--exclude take this file (its path relative to its root)."""
     if selection.include and not glob_match(selection.include, source):
         return False
     return not glob_match(selection.exclude, source)

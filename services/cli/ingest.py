@@ -5,8 +5,8 @@ it (shared/files.py), skip a file whose bytes hash as stored (``file_sha256``), 
 rest with add_memories in batches bounded by count and bytes. A changed file is added anew
 and its old memory deleted (a file's memory mirrors the file; versions of files belong in
 git, and superseded versions kept by update_memory would grow with every edit). ``--prune``
-deletes the memories of files that are gone. Then it follows the tasks with graph_status
-until all are done and prints a summary.
+deletes the memories of files that are gone (not those the filters leave out). Then it
+follows the tasks with graph_status until all are done and prints a summary.
 """
 
 from __future__ import annotations
@@ -22,7 +22,15 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from zapomni.services.cli.progress import Progress
-from zapomni.shared.files import Loaded, Selection, Skipped, load_file, root_key, walk_files
+from zapomni.shared.files import (
+    Loaded,
+    Selection,
+    Skipped,
+    load_file,
+    root_key,
+    selected,
+    walk_files,
+)
 
 BATCH_ITEMS = 64  # files per add_memories call
 BATCH_CHARS = 4_000_000  # characters per call (add_memories takes 10,000,000)
@@ -126,9 +134,11 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
 
 
 async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: set[str],
-                tally: Tally) -> None:
+                selection: Selection, tally: Tally) -> None:
+    """Delete the memories of files that are gone; a file this run's --include/--exclude
+    leave out is not gone, so its memory stays."""
     for source, memory in stored.items():
-        if source not in seen:
+        if source not in seen and selected(selection, source):
             deleted = await call(client, "delete_memory", memory_id=memory["memory_id"],
                                  namespace=namespace)
             tally.tasks[deleted["task_id"]] = source
@@ -142,7 +152,7 @@ async def ingest_root(client: Client, root: Path, namespace: str, selection: Sel
     for batch in batches(changed_files(root, selection, stored, seen, tally, progress)):
         await send(client, namespace, batch, tally, progress)
     if pruning:
-        await prune(client, namespace, stored, seen, tally)
+        await prune(client, namespace, stored, seen, selection, tally)
 
 
 async def follow(client: Client, tally: Tally, progress: Progress) -> None:

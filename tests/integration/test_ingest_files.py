@@ -93,6 +93,13 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         assert await found(client, "puffin") == ["notes.txt"]
         assert await found(client, "ocelot") == []
 
+        # a narrower run with --prune: the files its --include leaves out are not gone
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--prune",
+                                            "--include", "*.py")
+        assert out.splitlines()[0] == ("added 0, unchanged 1, replaced 0, pruned 0, "
+                                       "skipped 0, failed 0")
+        assert await sources(client) == now
+
 
 async def test_include_exclude_and_namespace(tree, front_url, capsys):
     code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--include",
