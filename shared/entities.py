@@ -7,13 +7,16 @@ from __future__ import annotations
 import hashlib
 import re
 
+from zapomni.shared.nertext import UNKNOWN
+
 # named things; dates, numbers, money and ordinals make hubs, not knowledge
 KEEP_LABELS = {
     "PERSON": "person", "ORG": "organization", "GPE": "place", "LOC": "place",
     "FAC": "place", "NORP": "group", "PRODUCT": "product", "EVENT": "event",
     "WORK_OF_ART": "work", "LAW": "law", "LANGUAGE": "language",
 }
-ENTITY_TYPES = tuple(sorted(set(KEEP_LABELS.values())))
+# "unknown": where the model's type is not to be trusted (shared/nertext.py)
+ENTITY_TYPES = tuple(sorted({*KEEP_LABELS.values(), UNKNOWN}))
 MAX_NAME = 120
 
 _SPACE = re.compile(r"\s+")

@@ -15,11 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zapomni.shared.entities import clean_name, entity_key, entity_type
+from zapomni.shared.nertext import is_name, ner_text, shown_type
 
 # NER needs tok2vec and ner; the sentencizer (rules) finds sentences for co-occurrence
 UNUSED_PIPES = ("tagger", "parser", "lemmatizer", "attribute_ruler", "senter")
-MAX_PAIRS_PER_SENTENCE = 45
-PARAGRAPHS = re.compile(r"\n\s*\n")  # ten entities in a sentence; more is a list, not a relation
+MAX_PAIRS_PER_SENTENCE = 45  # ten entities in a sentence; more is a list, not a relation
+PARAGRAPHS = re.compile(r"\n\s*\n")
+BLANKED = re.compile(r"\S[^\S\n]{3,}\S")  # a "name" across blanked code or markup: two things
 
 
 class ModelMissing(RuntimeError):
@@ -65,11 +67,14 @@ class EntityModel:
                                                                 texts)
 
     def extract(self, texts: list[str], batch_size: int = 64) -> list[ChunkEntities]:
-        """Paragraphs (split at blank lines) go through the model apart: otherwise a title
-        line runs into the first sentence ("Harris W. Fawell Fawell")."""
-        owners, paragraphs = [], []
+        """The model reads each text with its code, links and markup blanked (ner_text), in
+        paragraphs (split at blank lines) apart: otherwise a title line runs into the first
+        sentence ("Harris W. Fawell Fawell")."""
+        owners, paragraphs, technical = [], [], []
         for i, text in enumerate(texts):
-            for paragraph in PARAGRAPHS.split(text):
+            cleaned, code_seen = ner_text(text)
+            technical.append(code_seen)
+            for paragraph in PARAGRAPHS.split(cleaned):
                 if paragraph.strip():
                     owners.append(i)
                     paragraphs.append(paragraph)
@@ -78,7 +83,7 @@ class EntityModel:
                               strict=True):
             if self.closing.is_set():
                 raise ModelClosed("the worker is stopping")
-            merge(found[owner], chunk_entities(doc))
+            merge(found[owner], chunk_entities(doc, technical[owner]))
         return found
 
 
@@ -110,21 +115,22 @@ def check_model(name: str) -> None:
             "ZAPOMNI_SPACY_MODEL to an installed one")
 
 
-def chunk_entities(doc) -> ChunkEntities:
-    """The entities a paragraph mentions, each with the type most of its mentions here have
-    (the first seen on a tie), and the pairs that share a sentence."""
+def chunk_entities(doc, technical: bool = False) -> ChunkEntities:
+    """The entities a paragraph mentions that are names (is_name), each with the type most of
+    its mentions here have (the first seen on a tie; shown_type: "unknown" where the model's
+    type is not to be trusted), and the pairs that share a sentence."""
     found = ChunkEntities()
     types: dict[str, Counter[str]] = {}
     for sentence in doc.sents:
         keys: dict[str, None] = {}
         for ent in sentence.ents:
             kind = entity_type(ent.label_)
-            key = entity_key(ent.text)
-            if kind is None or len(key) < 2 or not any(ch.isalpha() for ch in key):
+            name, key = clean_name(ent.text), entity_key(ent.text)
+            if kind is None or len(key) < 2 or not is_name(name) or BLANKED.search(ent.text):
                 continue
-            types.setdefault(key, Counter())[kind] += 1
+            types.setdefault(key, Counter())[shown_type(kind, name, technical)] += 1
             if key not in found.mentions:
-                found.mentions[key] = (clean_name(ent.text), kind, 0)
+                found.mentions[key] = (name, kind, 0)
             keys.setdefault(key)
         pairs = itertools.combinations(sorted(keys), 2)
         found.pairs.update(itertools.islice(pairs, MAX_PAIRS_PER_SENTENCE))

@@ -257,3 +257,35 @@ def test_a_missing_spacy_model_stops_the_worker_at_start_with_what_to_do(setting
     assert done.returncode == 1
     assert "the spaCy model 'no_such_model' is not installed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+MARKDOWN = """# Zorblax
+
+Zorblax is maintained by Helena Varga in Vienna. See the
+[guide by Marta Kowalski](https://docs.example.org/Tomasz/Lisbon) or write to
+Piotr.Nowak@example.org.
+
+```python
+from zorblax import Engine
+Grzegorz Brzeczyszczykiewicz = Engine(city="Paris")
+```
+
+Run `zorblax --city Madrid` or ./bin/Oslo --serve; `Ingrid Bergstrom` wrote parse_config.
+"""
+
+
+async def test_a_markdown_document_gives_no_entity_from_its_code_or_links(client, settings):
+    await call(client, "add_memory", text=MARKDOWN, namespace="md")
+    await run_workers(settings)
+    rows = await query(settings, "MATCH (e:Entity) RETURN e.name, e.type ORDER BY e.name",
+                       namespace="md")
+    names = {name for name, _ in rows}
+    assert "Helena Varga" in names  # prose is read
+    assert "Vienna" in names
+    # nothing from the code block, inline code, the link's target, the address or the path
+    assert not names & {"Grzegorz Brzeczyszczykiewicz", "Paris", "Engine", "Madrid", "Oslo",
+                        "Ingrid Bergstrom", "Tomasz", "Lisbon", "Piotr", "Piotr Nowak"}
+    # technical text: a type only for a person's name, the rest shown as unknown
+    assert {kind for _, kind in rows} <= {"person", "unknown"}
+    found = await call(client, "search_entities", query="vienna", type="unknown", namespace="md")
+    assert [e["name"] for e in found["results"]] == ["Vienna"]

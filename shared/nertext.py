@@ -1,0 +1,137 @@
+"""What of a text the entity model reads, and which of its finds are names.
+
+The small spaCy model reads Markdown, reStructuredText and code as prose: it finds
+"GitHub](https://..." or "arg1 + arg2" as organisations and people. ``ner_text`` blanks
+what is not prose — code blocks and inline code, URLs, e-mail addresses, file paths, option
+flags, code identifiers, HTML and the markup characters — with spaces of the same length
+(newlines kept), so every offset into the cleaned text is an offset into the original and
+paragraphs stay where they were. The text of a link stays, its target goes.
+
+``is_name`` drops candidates that are not names whatever the model says (code identifiers,
+versions, leftovers of markup, generic abbreviations), and ``shown_type`` is the type an
+entity mention is given: on technical text (where ``ner_text`` blanked code, links or paths)
+the model's types are wrong more often than right (docs/benchmarks.md, "Knowledge graph"),
+so there only a person's name keeps its type and the rest are "unknown" — no type rather
+than a wrong one. An entity's type is the one most of its mentions have.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNKNOWN = "unknown"
+
+_M = re.MULTILINE
+# (pattern, group): 0 blanks the match; a group n > 0 stays and the rest of the match is
+# blanked; -n: group n is blanked and the rest stays. What these blank makes a text technical.
+_CODE: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)", _M | re.DOTALL), 0),
+    # reStructuredText: a directive or comment with its indented body; a "::" literal block
+    (re.compile(r"^\.\. .*(?:\n(?:[ \t]+\S.*|[ \t]*)$)*", _M), 0),
+    (re.compile(r"::[ \t]*\n(?:[ \t]*\n)+((?:[ \t]+\S.*\n?|[ \t]*\n)+)", _M), -1),
+    (re.compile(r"<!--.*?-->", re.DOTALL), 0),
+    # a line of code in prose: a prompt, an import, a definition, an assignment, a brace
+    (re.compile(r"^[ \t]*(?:>>>|\.\.\.(?=\s)|\$ |#!|import |from \S+ import |def |class \w+"
+                r"[(:]|cdef |@\w|return\b|[\w.\[\]\"']+ *[-+*/]?= ).*$|^.*(?:[{;]|\);)[ \t]*$",
+                _M), 0),
+    (re.compile(r"`([^`<\n]{1,200}?)\s*<[^>\n]{1,500}>`__?"), 1),  # rST link: text stays
+    (re.compile(r"(?::[\w:+-]+:)?``?[^`\n]{1,300}``?_{0,2}"), 0),  # inline code, rST roles
+    (re.compile(r"!\[[^\]\n]{0,300}\]\([^)\n]{0,500}\)"), 0),  # images
+    (re.compile(r"\[([^\]\n]{1,300})\]\([^)\n]{0,500}\)"), 1),  # Markdown link: text stays
+    (re.compile(r"\[([^\]\n]{1,300})\]\[[^\]\n]{0,100}\]"), 1),
+    (re.compile(r"^[ \t]*\[[^\]\n]{1,100}\]:.*$", _M), 0),  # link definitions
+    (re.compile(r"</?[A-Za-z][^<>\n]{0,300}>"), 0),  # HTML tags, autolinks
+    (re.compile(r"\b(?:[a-z][a-z+.-]{1,9}://|www\.)[^\s<>()\[\]]+", re.IGNORECASE), 0),
+    (re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"), 0),  # e-mail
+    (re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.@%+-]+(?:/[\w.@%+-]*)*"), 0),  # /abs, ./rel
+    (re.compile(r"\b[\w.-]+/[\w.-]+/[\w./-]*|\b[A-Za-z]:\\[^\s]*"), 0),  # a/b/c, C:\x
+    (re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*(?:=\S*)?"), 0),  # option flags
+    (re.compile(r"\b\w+\([^()\n]{0,100}\)"), 0),  # calls
+    (re.compile(r"\b[A-Za-z]\w*_\w+|\b_\w+"), 0),  # snake_case, _private
+    (re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w*)+"), 0),  # dotted.paths, file.ext
+    (re.compile(r"\b[a-z]+[A-Z]\w*"), 0),  # camelCase
+)
+# markup and versions: blanked, but prose has them too ("Windows 3.1.1", a heading)
+_MARKUP: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"\bv\d+(?:\.\d+)+[\w.+-]*|\b\d+\.\d+\.\d+[\w.+-]*"), 0),  # versions
+    # headings (a title is seldom a name, and the model reads one as a name)
+    (re.compile(r"^[ \t]*#{1,6}[ \t].*$|^.+\n[=\-~^\"'`#*+]{3,}[ \t]*$", _M), 0),
+    (re.compile(r"^[ \t]*(?:[=\-~^\"'`#*+_]{3,}|>+|[-*+](?=\s))", _M), 0),
+    (re.compile(r"\*{1,3}|_{2,}|[|{}]"), 0),  # emphasis, tables, braces
+)
+_MASKS = tuple((pattern, keep, True) for pattern, keep in _CODE) + tuple(
+    (pattern, keep, False) for pattern, keep in _MARKUP)
+
+
+def _blank(text: str) -> str:
+    return "".join("\n" if ch == "\n" else " " for ch in text)
+
+
+def ner_text(text: str) -> tuple[str, bool]:
+    """The text with what is not prose blanked (same length; newlines kept), and whether
+    anything technical (code, links, addresses, paths, flags, identifiers) was blanked."""
+    technical = False
+    for pattern, keep, code in _MASKS:
+        def replace(match: re.Match[str], keep: int = keep) -> str:
+            if keep == 0:
+                return _blank(match.group())
+            group = abs(keep)
+            start, end = match.span(group)
+            whole = match.group()
+            first, last = start - match.start(), end - match.start()
+            if keep < 0:  # the group is what goes (a literal block)
+                return whole[:first] + _blank(whole[first:last]) + whole[last:]
+            return _blank(whole[:first]) + whole[first:last] + _blank(whole[last:])
+        cleaned = pattern.sub(replace, text)
+        technical = technical or (code and cleaned != text)
+        text = cleaned
+    return text, technical
+
+
+_CODE_CHARS = re.compile(r"[\[\](){}<>=$@#|\\/*`^~;\"_]|^-|\s[-+*/%]\s")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_DOTTED = re.compile(r"\w\.\w{2,}")
+_VERSION_OR_NUMBER = re.compile(r"^[vV]?[\d\W_]+$")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+# abbreviations of kinds of things, or of formats and protocols that the model reads as an
+# organisation or a person (names of standards, but not what a reader looks for in a graph)
+GENERIC = frozenset({
+    "AI", "API", "APIs", "CA", "CD", "CI", "CLI", "CPU", "CPUs", "CSV", "DB", "DNS", "FAQ",
+    "GPU", "GPUs", "GUI", "HTTP", "HTTPS", "ID", "IDs", "IDE", "IO", "IP", "LLM", "LLMs", "ML",
+    "NLP", "OS", "PDF", "PR", "PRs", "QA", "RAM", "README", "REST", "RPC", "SDK", "SDKs", "SQL",
+    "SSD", "SSE", "SSH", "SSL", "TBC", "TBD", "TCP", "TLS", "TODO", "UDP", "UI", "URI", "URL",
+    "URLs", "UX", "VM", "VMs", "XML", "YAML", "JSON", "HTML", "CSS",
+})
+
+
+def is_name(name: str) -> bool:
+    """False for what cannot be a name: no word of two letters, code characters, a code
+    identifier (camelCase, snake_case, dotted.path), a version or number, a generic
+    abbreviation (API, CPU)."""
+    if not _WORD.search(name) or _VERSION_OR_NUMBER.match(name) or name in GENERIC:
+        return False
+    if _CODE_CHARS.search(name) or _DOTTED.search(name):
+        return False
+    return not any(_CAMEL.search(word) and word[0].islower() for word in name.split())
+
+
+_TITLE_WORD = re.compile(r"^(?:[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*|[A-Z]\.?)$")
+
+
+def shown_type(kind: str, name: str, technical: bool) -> str:
+    """The type an entity mention is given: the model's, unless it is not to be trusted
+    here. On technical text the model calls software a person, a place or an organisation
+    most of the time (docs/benchmarks.md, "Knowledge graph"): there only a person with a
+    person's name (two to four capitalised words: "Cory Benfield", "Junio C. Hamano") keeps
+    its type. Anywhere, a name in lower case (a command or package: "git", "urllib3") has
+    none."""
+    if name[:1].islower():
+        return UNKNOWN
+    if not technical:
+        return kind
+    words = name.split()
+    if kind == "person" and 2 <= len(words) <= 4 and all(map(_TITLE_WORD.match, words)):
+        return kind
+    return UNKNOWN
