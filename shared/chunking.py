@@ -92,13 +92,15 @@ class Chunker:
             for name, grammar in LANGUAGES.items()
         }
 
-    def split(self, text: str, language: str = "") -> list[ChunkSpan]:
+    def split(self, text: str, language: str = "",
+              progress: Callable[[float], None] | None = None) -> list[ChunkSpan]:
         """``language``: a key of LANGUAGES (see code_language); anything else is text, and a
-        text of LARGE_TEXT characters or more is split by characters first (fast)."""
+        text of LARGE_TEXT characters or more is split by characters first (fast), telling
+        ``progress`` the share done as it goes."""
         splitter = self._code.get(language)
         if splitter is None and len(text) >= LARGE_TEXT:
             pieces, counts = split_large(text, self.tokenizer, self.capacity, self.overlap,
-                                         self._splitter)
+                                         self._splitter, progress)
         else:
             pieces = (splitter or self._splitter).chunk_indices(text)
             counts = [len(enc.ids) for enc in self.tokenizer.encode_batch(

@@ -56,6 +56,7 @@ SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
     m.source = $source, m.tags = $tags, m.metadata = $metadata, m.meta_kv = $meta_kv,
     m.created_at = $created_at, m.chunk_count = $chunk_count, m.after = $after,
     m.ready = CASE WHEN same THEN m.ready ELSE false END, m.task_id = $task_id, m.gen = $gen,
+    m.landing = CASE WHEN same THEN m.landing ELSE null END,
     m.thread = $thread, m.importance = $importance, m.memory_type = $memory_type,
     m.pinned = $pinned, m.expires_at = $expires_at, m.supersedes = $supersedes
 RETURN count(m)
@@ -93,7 +94,20 @@ MERGE (a)-[:NEXT]->(b)
 """
 
 MARK_READY = """
-MATCH (m:Memory {id: $id}) WHERE m.task_id = $task_id SET m.ready = true RETURN m.chunk_count
+MATCH (m:Memory {id: $id}) WHERE m.task_id = $task_id
+SET m.ready = true, m.landing = null, m.parts_done = null, m.parts = null
+RETURN m.chunk_count
+"""
+# a part of a new memory has landed: the memory is searchable from now on, as "ingesting",
+# with the parts written so far (never fewer than a part that counted later wrote: parts
+# land in any order). Not a new version of an updated memory: the old one stays the one
+# searched until the new one is complete (MARK_READY, then SUPERSEDE)
+MARK_LANDING = """
+MATCH (m:Memory {id: $id})
+WHERE m.task_id = $task_id AND m.ready = false AND coalesce(m.supersedes, '') = ''
+SET m.landing = true, m.parts = $parts,
+    m.parts_done = CASE WHEN coalesce(m.parts_done, 0) < $done THEN $done ELSE m.parts_done END
+RETURN count(m)
 """
 
 # a delete: the memory first (a chunk written after it finds no memory to hang on), then its
@@ -270,11 +284,12 @@ RETURN count(e)
 """
 
 # ---- reads (run with ro_query) ----
-# what any read may return: searchable, not expired (m.expires_at: unix seconds, null for
-# never; $now is the reader's clock), and not replaced by a newer version (update_memory)
-# unless $superseded asks for those too
-VISIBLE = """
-m.ready = true AND (m.expires_at IS NULL OR m.expires_at > $now)
+# what any read may return: searchable (complete, or a new memory whose parts are landing:
+# MARK_LANDING), not expired (m.expires_at: unix seconds, null for never; $now is the
+# reader's clock), and not replaced by a newer version (update_memory) unless $superseded
+# asks for those too
+_SEARCHABLE = "(m.ready = true OR m.landing = true) AND"
+VISIBLE = "\n" + _SEARCHABLE + """ (m.expires_at IS NULL OR m.expires_at > $now)
 AND ($superseded OR m.superseded_by IS NULL)
 """
 
@@ -366,16 +381,17 @@ UNWIND $ids AS id MATCH (c:Chunk {id: id})
 RETURN c.id, c.start_line, c.end_line
 """
 
+# a memory still ingesting: [parts written, parts], null once complete
+_LANDED = ("CASE WHEN m.ready THEN null "
+           "ELSE [coalesce(m.parts_done, 0), coalesce(m.parts, 0)] END")
 MEMORY_FIELDS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})
-RETURN m.id, m.tags, m.source, m.metadata, m.created_at
-"""
+RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED
 
 GET_MEMORY = """
 MATCH (m:Memory {id: $id})
 RETURN m.id, m.text, m.tags, m.source, m.metadata, m.created_at, m.chunk_count, m.ready,
-       m.expires_at
-"""
+       m.expires_at, """ + _LANDED
 
 COUNT_MEMORIES = """
 MATCH (m:Memory)
@@ -495,7 +511,7 @@ RETURN m.id, m.supersedes, m.superseded_by, m.created_at, m.ready
 # ---- lifecycle: list_memories and the expiry sweep ----
 # what list_memories shows: what VISIBLE shows (not expired, not an older version unless
 # asked for) and memories still being ingested (their state says so), with search's filters
-_LISTED = VISIBLE.replace("m.ready = true AND", "", 1) + _FILTER.removeprefix(VISIBLE)
+_LISTED = VISIBLE.replace(_SEARCHABLE, "", 1) + _FILTER.removeprefix(VISIBLE)
 # A page is ordered by creation time, then id, and cut by keyset after the last row of the
 # page before ($us, $id; for the first page, a key past every memory). FalkorDB returns
 # doubles with 15 significant digits, so the key is the time in whole microseconds (exact).
@@ -555,8 +571,8 @@ RETURN count(m)
 # what rank="memory" reads of the candidates' memories: MEMORY_FIELDS and the memory's parts
 RANK_FIELDS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})
-RETURN m.id, m.tags, m.source, m.metadata, m.created_at, m.importance, m.access_count,
-       m.accessed_at
+RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED + """,
+       m.importance, m.access_count, m.accessed_at
 """
 
 # ---- context: a thread's turns (get_history, build_context) ----

@@ -8,6 +8,11 @@ whitespace and punctuation, so a chunk's tokens are the sum of its words' tokens
 distinct word is tokenized once (a 10 MB text has ~50k). The few chunks still over the
 budget are split again by the token splitter. Offsets, the budget and overlap hold as for
 short texts.
+
+The text is split in sections of about ``SECTION_CHARS``, cut at a paragraph break (else a
+line break, a sentence's end, a space), each split and counted in turn (the words' counts
+shared), so that the caller hears how far it got (the ingest task shows it); a chunk never
+spans two sections and does not overlap across the cut, which is where a paragraph ends.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import functools
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 from semantic_text_splitter import TextSplitter
@@ -24,6 +30,8 @@ from tokenizers import Tokenizer
 SAMPLES = 32  # windows of the text tokenized to calibrate characters per token
 SAMPLE_CHARS = 4096
 SAFETY = 0.9  # of the calibrated capacity: most chunks then fit without a second split
+SECTION_CHARS = 500_000  # split and counted at a time, so that progress can be told
+SEAMS = ("\n\n", "\n", ". ", " ")  # where a section ends, best first
 Pieces = list[tuple[int, str]]
 
 
@@ -69,11 +77,13 @@ def chars_per_token(text: str, tokenizer: Tokenizer) -> float:
     return max(1.0, float(np.percentile(ratios, 10)))
 
 
-def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
+def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer,
+                 known: dict[str, int] | None = None) -> list[int]:
     """Tokens of each chunk (without special tokens), from its words' counts; a chunk that
     cuts a word in two is tokenized whole. A word is counted with the whitespace before it
     stripped: what ``str.strip`` removes is whitespace or control characters, which the
-    normaliser drops, so the count is the same."""
+    normaliser drops, so the count is the same. ``known``: words' counts from the text's
+    sections before, added to."""
     tile, astral = _patterns()
     if max(text, default=" ") > "\uffff" and astral.search(text):
         return exact_counts(pieces, tokenizer)
@@ -81,8 +91,9 @@ def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
     words = list(map(str.lstrip, tiles))
     ends = np.cumsum(np.fromiter(map(len, tiles), dtype=np.int64, count=len(tiles)))
     starts = ends - np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    distinct = list(set(words))
-    known = dict(zip(distinct, (len(e.ids) for e in tokenizer.encode_batch_fast(
+    known = {} if known is None else known
+    distinct = list(set(words).difference(known))
+    known.update(zip(distinct, (len(e.ids) for e in tokenizer.encode_batch_fast(
         distinct, add_special_tokens=False)), strict=True))
     total = np.concatenate(([0], np.cumsum(np.fromiter(map(known.__getitem__, words),
                                                        dtype=np.int64, count=len(words)))))
@@ -103,15 +114,41 @@ def exact_counts(pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
                                                            add_special_tokens=False)]
 
 
+def sections(text: str, size: int = SECTION_CHARS) -> list[tuple[int, int]]:
+    """(start, end) of consecutive sections of about ``size`` characters covering ``text``,
+    each but the last ending at the best seam of its last tenth."""
+    bounds, start = [], 0
+    while len(text) - start > size:
+        end = start + size
+        for seam in SEAMS:
+            at = text.rfind(seam, end - size // 10, end)
+            if at > start:
+                end = at + len(seam)
+                break
+        bounds.append((start, end))
+        start = end
+    return [*bounds, (start, len(text))]
+
+
 def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
-                token_splitter: TextSplitter) -> tuple[Pieces, list[int]]:
-    """(start, chunk) pieces of ``text`` and their token counts, none over ``capacity``."""
+                token_splitter: TextSplitter, progress: Callable[[float], None] | None = None
+                ) -> tuple[Pieces, list[int]]:
+    """(start, chunk) pieces of ``text`` and their token counts, none over ``capacity``.
+    ``progress``: called with the share of the text done after each section."""
     ratio = chars_per_token(text, tokenizer) * SAFETY
     chars = max(16, int(capacity * ratio))
     splitter = TextSplitter((chars // 2, chars), overlap=min(int(overlap * ratio),
                                                              chars // 2 - 1), trim=True)
-    pieces: Pieces = splitter.chunk_indices(text)
-    counts = count_tokens(text, pieces, tokenizer)
+    pieces: Pieces = []
+    counts: list[int] = []
+    known: dict[str, int] = {}
+    for start, end in sections(text):
+        section = text[start:end]
+        found = splitter.chunk_indices(section)
+        counts += count_tokens(section, found, tokenizer, known)
+        pieces += [(start + s, p) for s, p in found]
+        if progress is not None:
+            progress(end / max(1, len(text)))
     if max(counts, default=0) <= capacity:
         return pieces, counts
     kept: Pieces = []

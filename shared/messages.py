@@ -286,6 +286,8 @@ class TaskRecord(Lenient):
     previous: str = ""  # update tasks: the task that owned the memory before, given it back
     files: str = ""  # files tasks: a FileCounts as JSON
     embedded: int = 0  # import and reembed tasks: chunks embedded (not reused from a file)
+    chunks: int = 0  # ingest tasks: the memory's chunks, once it is chunked
+    parts_at: float = 0.0  # ingest tasks: when its parts were queued (their rate: the ETA)
 
 
 class TaskProgress(Lenient):
@@ -339,6 +341,13 @@ class MoreMatch(Lenient):
     score: float
 
 
+class PartsDone(Lenient):
+    """A memory still ingesting: the parts of it written (searchable) so far, of all."""
+
+    done: int
+    total: int
+
+
 class SearchHit(Lenient):
     memory_id: str
     chunk_id: str
@@ -363,6 +372,10 @@ class SearchHit(Lenient):
     # the memory's further matches past the per-memory cap, best first (only on its best
     # result): read them with get_memory and these offsets
     more: list[MoreMatch] = []
+    # present only while the memory is still being ingested: "ingesting", and how many of
+    # its parts are written (searchable) so far; the rest of it is not found yet
+    status: str | msgspec.UnsetType = msgspec.UNSET
+    parts: PartsDone | msgspec.UnsetType = msgspec.UNSET
 
 
 class SearchResponse(Lenient):
@@ -388,6 +401,9 @@ class MemoryRecord(Lenient):
     superseded_by: str | msgspec.UnsetType = msgspec.UNSET
     # every version, oldest first (absent when the memory has only one)
     versions: list[Version] | msgspec.UnsetType = msgspec.UNSET
+    # while ingesting: the parts written (searchable) so far, of all (absent for a memory of
+    # one part, and once it is ready)
+    parts: PartsDone | msgspec.UnsetType = msgspec.UNSET
 
 
 class Stats(Lenient):
@@ -624,6 +640,9 @@ class ContextMemory(Lenient):
     metadata: dict[str, Any]
     created_at: str
     memory_type: str  # metadata memory_type, or "note"
+    # as in search results: only while the memory is still being ingested
+    status: str | msgspec.UnsetType = msgspec.UNSET
+    parts: PartsDone | msgspec.UnsetType = msgspec.UNSET
 
 
 class ContextInfo(Lenient):

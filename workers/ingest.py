@@ -3,13 +3,18 @@
 ``ingest_memory`` chunks a document and writes its Memory node. A small document is embedded
 and written in the same job; a large one fans out into ``embed_part`` jobs of at most
 ``part_chunks`` chunks each, so several workers share it and every job stays short. The memory
-becomes searchable when its last part lands. Every step is idempotent (ids are derived, writes
-MERGE on them, parts are counted as a set), because arq runs a job at least once.
+is searchable from its first part: each part's chunks are found as soon as they are written,
+with the memory shown as still ingesting (a new version of an updated memory waits for its
+last part: the old one stays the one found until then). When the last part lands the memory
+is complete ("ready"), its chunks are linked in order and its graph task starts. Every step
+is idempotent (ids are derived, writes MERGE on them, parts are counted as a set), because
+arq runs a job at least once.
 
 A delete or a cancel takes the memory away from its ingest at any moment (shared/tasks.py).
 The ingest looks again after each of its writes, and when the memory is no longer its own it
-undoes what it wrote and stops; the memory is made searchable only by the script that also
-checks the ownership (``tasks.move(..., owning=True)``).
+undoes what it wrote (its landed parts leave search with the memory node) and stops; the
+memory is made complete only by the script that also checks the ownership
+(``tasks.move(..., owning=True)``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from zapomni.workers.outcome import JobRun, read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
 from zapomni.workers.store import (
     link_chunks,
+    mark_landing,
     mark_ready,
     supersede,
     undo_memory,
@@ -37,6 +43,7 @@ from zapomni.workers.store import (
 )
 
 log = logging.getLogger(__name__)
+CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at most
 
 
 async def ingest_memory(ctx: dict, payload: dict) -> str:
@@ -47,11 +54,10 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
     async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
             return run.outcome
-        with metrics.STAGE_SECONDS.labels("chunk").time():
-            chunks = await asyncio.to_thread(res.chunker.split, job.text,
-                                             code_language(job.metadata_json))
+        chunks = await chunk_text(res, job)
         parts = split_parts(chunks, res.settings.part_chunks)
         await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
+                         chunks=len(chunks), parts_at=time.time(),
                          message=f"{len(chunks)} chunks in {len(parts)} part(s)")
         since = await replication.mark(res.store, job.namespace)
         await prepare_namespace(res.store, job.namespace, res.embedder.name,
@@ -70,6 +76,21 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
                 part=i, parts=len(parts), chunk_count=len(chunks), chunks=part))
         return f"fanned out into {len(parts)} parts"
     return run.outcome
+
+
+async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
+    """Chunk in a thread; meanwhile the task says "chunking", with the share of the text
+    done (a large text is split in sections: shared/large_text.py), once a second."""
+    share = [0.0]
+    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, message="chunking")
+    with metrics.STAGE_SECONDS.labels("chunk").time():
+        split = asyncio.ensure_future(asyncio.to_thread(
+            res.chunker.split, job.text, code_language(job.metadata_json),
+            lambda done: share.__setitem__(0, done)))
+        while not (await asyncio.wait({split}, timeout=CHUNK_REPORT_S))[0]:
+            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
+                             heartbeat_at=time.time(), message=f"chunking: {share[0]:.0%}")
+        return split.result()
 
 
 async def embed_part(ctx: dict, payload: dict) -> str:
@@ -114,6 +135,7 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
         return await give_up(res, run, job)
     if done >= job.parts:
         return await finish_memory(res, run, job, since)
+    await mark_landing(graph, job.memory_id, job.task_id, done, job.parts)
     return f"part {job.part + 1}/{job.parts} written"
 
 

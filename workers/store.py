@@ -98,6 +98,14 @@ async def mark_ready(graph: AsyncGraph, memory_id: str, task_id: str) -> bool:
                           "ready"))
 
 
+async def mark_landing(graph: AsyncGraph, memory_id: str, task_id: str, done: int,
+                       parts: int) -> None:
+    """A part of a new memory has landed: search finds its written parts from now on, as
+    still ingesting (cypher.MARK_LANDING; a new version waits for its last part)."""
+    await run(graph, cypher.MARK_LANDING, {"id": memory_id, "task_id": task_id, "done": done,
+                                           "parts": parts}, "ready")
+
+
 async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, int]:
     """Delete a memory, then its chunks (in batches); (memories, chunks) deleted. What its
     chunks added to the knowledge graph goes first. The memory goes before its chunks, so

@@ -32,11 +32,25 @@ def shape_task(record: TaskRecord) -> TaskStatus:
         message=record.message or None, error=record.error or None, **graph_fields(record))
 
 
+def ingest_rate(record: TaskRecord) -> dict[str, Any]:
+    """A document that fanned out into parts: chunks/s from its parts written since they were
+    queued, and the seconds left at that rate while it runs (graph tasks' shape). Nothing for
+    a memory of one part, or before its parts are queued."""
+    if record.total < 2 or not record.parts_at:
+        return {}
+    elapsed = (record.finished_at or record.heartbeat_at or time.time()) - record.parts_at
+    chunks = record.chunks * min(record.done, record.total) / record.total
+    rate = chunks / elapsed if elapsed > 0 and record.done else 0.0
+    left = record.chunks - chunks
+    eta = round(left / rate, 1) if rate and record.state == "running" else None
+    return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta}
+
+
 def graph_fields(record: TaskRecord) -> dict[str, Any]:
     """Graph tasks: chunks/s, seconds left and what they created; ingest tasks: the entity
     extraction that follows them; files tasks: what they did with the files so far."""
     if record.kind == "ingest":
-        return {"graph_task_id": record.graph_task_id or None}
+        return {"graph_task_id": record.graph_task_id or None, **ingest_rate(record)}
     if record.kind == "files":
         return {"files": msgspec.json.decode(record.files, type=FileCounts) if record.files
                 else FileCounts()}

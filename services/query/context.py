@@ -149,7 +149,8 @@ def context_memory(hit: SearchHit) -> ContextMemory:
     kind = hit.metadata.get("memory_type")
     return ContextMemory(memory_id=hit.memory_id, text=hit.text, score=hit.score, why=hit.why,
                          metadata=hit.metadata, created_at=hit.created_at,
-                         memory_type=kind if isinstance(kind, str) and kind else "note")
+                         memory_type=kind if isinstance(kind, str) and kind else "note",
+                         status=hit.status, parts=hit.parts)
 
 
 def one_line(text: str) -> str:

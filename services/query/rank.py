@@ -124,7 +124,7 @@ def relevances(mode: str, candidates: list[Candidate]) -> list[float]:
 def memory_parts(relevance: float, score: float, memory: list[Any], now: float,
                  half_life: float, weights: dict[str, float]) -> dict[str, RankPart]:
     """The four parts of one candidate. ``memory``: RANK_FIELDS' columns after the id."""
-    created, importance, count = memory[3], memory[4], int(memory[5] or 0)
+    created, importance, count = memory[3], memory[5], int(memory[6] or 0)
     age = max(0.0, now - float(created or now))
     values = {"relevance": (relevance, score), "recency": (0.5 ** (age / half_life), age / DAY),
               "frequency": (count / (count + FREQUENT), count),

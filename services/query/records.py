@@ -7,7 +7,7 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
-from zapomni.services.query.search import iso_time
+from zapomni.services.query.search import ingesting, iso_time
 from zapomni.services.query.versions import read_versions
 from zapomni.shared import cypher, heartbeat, tasks
 from zapomni.shared.errors import NotFound
@@ -26,7 +26,8 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
     if not rows:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
-    memory_id, text, tags, source, metadata, created, chunk_count, ready, expires = rows[0]
+    memory_id, text, tags, source, metadata, created, chunk_count, ready, expires, landed = \
+        rows[0]
     superseded_by, versions = await read_versions(store.graph(ref.namespace), memory_id)
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
@@ -34,6 +35,7 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
         created_at=iso_time(created), chunk_count=int(chunk_count or 0),
         status=status(ready, expires),
         superseded_by=superseded_by or msgspec.UNSET, versions=versions or msgspec.UNSET,
+        parts=ingesting(landed if landed and landed[1] else None).get("parts", msgspec.UNSET),
     )
 
 

@@ -41,7 +41,14 @@ from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, re
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
-from zapomni.shared.messages import MoreMatch, RankPart, SearchHit, SearchRequest, SearchResponse
+from zapomni.shared.messages import (
+    MoreMatch,
+    PartsDone,
+    RankPart,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
 from zapomni.shared.settings import Settings
 from zapomni.shared.words import count_words
 
@@ -363,7 +370,7 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
     memory_id, chunk_id, text, _, start, end = candidate.row
     tags, source, metadata, created = fields[:4]
     first, last = lines
-    return SearchHit(
+    return SearchHit(**ingesting(fields[4] if len(fields) > 4 else None),
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
@@ -373,6 +380,15 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
         more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],
                         score=c.score) for c in candidate.more],
     )
+
+
+def ingesting(landed: list[int] | None) -> dict[str, Any]:
+    """The fields that say a memory is still being ingested (cypher._LANDED: [parts written,
+    parts], null once it is complete): none for a complete one."""
+    if landed is None:
+        return {}
+    return {"status": "ingesting", "parts": PartsDone(done=int(landed[0]),
+                                                      total=int(landed[1]))}
 
 
 def to_int(value: Any) -> int | None:

@@ -77,14 +77,14 @@ def test_the_parts_add_up_and_follow_their_definitions():
     day = 86400.0
     weights = rank_weights(Settings())
     # columns after the id: tags, source, metadata, created_at, importance, count, accessed
-    old = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, 5, None], 1000.0 + 30 * day,
+    old = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, None, 5, None], 1000.0 + 30 * day,
                        30 * day, weights)
     assert old["recency"].value == pytest.approx(0.5) and old["recency"].basis == 30
     assert old["frequency"].value == pytest.approx(0.5) and old["frequency"].basis == 5
     assert old["importance"].value == 0.5 and old["importance"].basis is None
     assert sum(p.points for p in old.values()) == pytest.approx(
         0.4 * 0.8 + 0.3 * 0.5 + 0.2 * 0.5 + 0.1 * 0.5)
-    fresh = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, 0.9, None, None], 1000.0,
+    fresh = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, 0.9, None, None], 1000.0,
                          30 * day, weights)
     assert (fresh["recency"].value, fresh["frequency"].value, fresh["importance"].value) == \
         (1.0, 0.0, 0.9)
