@@ -95,7 +95,7 @@ async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
     assert hits[0].memory_id == receipt.memory_id and "1842" in hits[0].text
 
 
-async def test_memory_is_invisible_until_its_last_part_lands(falkordb_url, aredis):
+async def test_a_memory_is_found_from_its_first_part_as_still_ingesting(falkordb_url, aredis):
     from zapomni.workers.main import make_worker
 
     settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
@@ -110,12 +110,14 @@ async def test_memory_is_invisible_until_its_last_part_lands(falkordb_url, aredi
     counts = await stored(settings)
     assert record.state == "running" and 0 < record.done < record.total
     assert counts["memories"] == 1 and counts["ready"] == 0 and counts["chunks"] > 0
-    assert await search(settings, "lighthouse keeper storms") == []
+    hit = (await search(settings, "storms of year 1801 and lighthouse 1"))[0]
+    assert (hit.memory_id, hit.status) == (receipt.memory_id, "ingesting")
+    assert (hit.parts.done, hit.parts.total) == (1, record.total)
 
     await run_workers(settings)
     assert (await tasks.get_task(aredis, receipt.task_id)).state == "done"
-    assert (await search(settings, "lighthouse keeper storms"))[0].memory_id == \
-        receipt.memory_id
+    hit = (await search(settings, "lighthouse keeper storms"))[0]
+    assert (hit.memory_id, hit.status) == (receipt.memory_id, msgspec.UNSET)
 
 
 async def test_same_text_twice_is_one_memory(settings, front, aredis):
