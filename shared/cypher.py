@@ -577,12 +577,14 @@ RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED + """,
 
 # ---- context: a thread's turns (get_history, build_context) ----
 # the newest $limit turns of a thread (m.thread, indexed) before the cursor ($before_us,
-# $before_id: the oldest turn already seen; null for the newest), newest first. Times are
+# $before_id: the oldest turn already seen; null for the newest), newest first, complete
+# ones only (not one whose parts are still landing). Times are
 # compared as whole microseconds computed here: a float read back by the client has lost
 # digits, so a page would overlap the one before. Texts are cut to $chars here, so a long
 # memory in a thread never crosses the wire whole
 THREAD_TURNS = """
-MATCH (m:Memory) WHERE m.thread = $thread AND """ + VISIBLE + """
+MATCH (m:Memory) WHERE m.thread = $thread AND """ + VISIBLE.replace(
+    _SEARCHABLE, "m.ready = true AND", 1) + """
 WITH m, toInteger(m.created_at * 1000000) AS us
 WHERE $before_us IS NULL OR us < $before_us OR (us = $before_us AND m.id < $before_id)
 RETURN m.id, substring(m.text, 0, $chars), size(m.text), m.metadata, m.created_at,

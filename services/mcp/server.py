@@ -162,7 +162,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     async def add_memory(text: str, metadata: dict[str, Any] | None = None,
                          namespace: str | None = None) -> dict[str, Any]:
         """Remember a text (1 to 10,000,000 characters). Returns at once with memory_id and
-        task_id; the text becomes searchable when graph_status(task_id) says "done".
+        task_id; the text becomes searchable when graph_status(task_id) says "done" (a large
+        text part by part before that: its results say status "ingesting").
         metadata: optional JSON object; "tags" (list of strings) and "source" (string) are
         filterable in search_memory; "thread" (string) marks the turns of one conversation,
         added in order: search then reads each turn with its neighbours. Adding the same
@@ -195,7 +196,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         found, and "files": added, unchanged, replaced, skipped with reasons), timings, the
         worker and the error if it failed. Graph tasks add chunks/s, eta_seconds and the
         entities and relations created; ingest tasks name the graph_task_id that extracts
-        their entities."""
+        their entities, say "chunking: N%" while a large text is chunked, and once its
+        parts are out add chunks/s and eta_seconds from the parts written so far."""
         with tool_call("graph_status"):
             record = await ops.task_status(live["front"], check_task_id(task_id))
             return plain(shape_task(record))
@@ -224,14 +226,18 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         since the memory was added) + 0.2 frequency (how often search has returned it) +
         0.1 importance (metadata "importance" 0-1, else 0.5); score is then the blend (0-1)
         and rank_parts shows each part's value, weight and points. min_score applies to
-        relevance."""
+        relevance. A result from a memory still being ingested (a large text is found part
+        by part as its parts are written) says status: "ingesting" and parts: {done,
+        total}; a complete memory's results have neither."""
         with tool_call("search_memory"):
             request = decode_search(query, limit, filters, namespace, mode, min_score, rank)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
     @mcp.tool(**tool_spec(READ, MemoryRecord))
     async def get_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
-        """One memory: its full text, metadata, chunk count and status (ready or ingesting)."""
+        """One memory: its full text, metadata, chunk count and status (ready or ingesting;
+        a large text ingesting in parts adds parts: {done, total}, the parts searchable so
+        far)."""
         with tool_call("get_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))

@@ -47,7 +47,8 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         are left out first, then the lowest-ranked memories (truncated: true); a query
         longer than the budget is refused. Returns {history: [turns, oldest first],
         memories: [{memory_id, text (the passage that matched), score, why, metadata,
-        created_at, memory_type}], latest_message, metadata: {history_count, memory_count,
+        created_at, memory_type, and while it is still ingesting status and parts, as in
+        search_memory}], latest_message, metadata: {history_count, memory_count,
         total_tokens, truncated, tokenizer, token_budget}, prompt}. prompt has a section of
         relevant memories (each with its id, type and date), one of the recent conversation
         and the current message; total_tokens counts it as returned. filters: as
