@@ -65,17 +65,29 @@ async def ingest_memory(ctx: dict, payload: dict) -> str:
         await write_memory(res.store.graph(job.namespace), job, len(chunks))
         if not await still_owned(res, run, job, "memory_written"):
             return run.outcome
-        if len(parts) == 1:
-            return await embed_and_write(res, run, PartJob(
-                task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
-                part=0, parts=1, chunk_count=len(chunks), chunks=chunks), since)
+        jobs = [PartJob(task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
+                        part=i, parts=len(parts), chunk_count=len(chunks), chunks=part)
+                for i, part in enumerate(parts)]
+        if len(jobs) == 1:
+            return await embed_and_write(res, run, jobs[0], since)
         await replication.confirm(res.store, job.namespace, since)  # the parts need it
-        for i, part in enumerate(parts):
-            await enqueue_part(res.redis, res.settings, PartJob(
-                task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
-                part=i, parts=len(parts), chunk_count=len(chunks), chunks=part))
-        return f"fanned out into {len(parts)} parts"
+        return await fan_out(res, run, jobs)
     return run.outcome
+
+
+async def fan_out(res: Resources, run: JobRun, jobs: list[PartJob]) -> str:
+    """Write the first part here, then queue the others: the start of the text is found
+    seconds after the add, instead of after the workers' first round of parts, which share
+    the CPU (measured: 35 s for 1.6 MB on 2 workers of 4 jobs each). A run again writes it
+    again (MERGE) and counts it once; the parts' job ids are derived, so each is queued
+    once."""
+    first = await embed_and_write(res, run, jobs[0],
+                                  await replication.mark(res.store, jobs[0].namespace))
+    if run.outcome != "done":  # the memory was taken away meanwhile: it is undone
+        return first
+    for part in jobs[1:]:
+        await enqueue_part(res.redis, res.settings, part)
+    return f"wrote part 1, fanned out {len(jobs) - 1} more"
 
 
 async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:

@@ -153,3 +153,14 @@ async def test_a_failed_part_takes_the_landed_parts_out_of_search(settings, fron
     assert (record.state, record.error) == ("failed", "the embedder refused the part")
     assert await search(front, FIRST) == []
     assert await stored(settings) == nothing_stored()
+
+
+async def test_the_ingest_job_writes_the_first_part_before_it_queues_the_others(
+        settings, front, query_service, aredis):
+    receipt = await add_text(fanned(settings), BOOK)
+    await run_workers(fanned(settings), max_jobs=1)  # the ingest job alone
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert (record.state, record.done, record.total) == ("running", 1, 10)
+    assert await aredis.zcard(settings.queue_name) == 9
+    hit = ours(await search(front, FIRST), receipt.memory_id)[0]
+    assert (hit.status, hit.parts) == ("ingesting", PartsDone(done=1, total=10))
