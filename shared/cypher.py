@@ -350,6 +350,20 @@ KEYWORD_POOL_ALL = (
     + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + _RETURN_HIT
     + ", matched, c.words"
 )
+# each term's postings, for the query service to choose the pool from (unfiltered searches:
+# services/query/postings.py): the node (to group by), the chunk id (ties) and the score
+KEYWORD_POSTINGS = (
+    "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) "
+    "YIELD node AS c, score RETURN term, id(c), c.id, score"
+)
+# the rows of the pool so chosen, as KEYWORD_POOL_ALL returns them. $chosen: [chunk id,
+# score, matched terms], best first
+KEYWORD_POOL_ROWS = (
+    "UNWIND $chosen AS r MATCH (c:Chunk {id: r[0]}) "
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    + "WITH m, c, r[1] AS score, r[2] AS matched ORDER BY score DESC, c.id ASC LIMIT $pool"
+    + _RETURN_HIT + ", matched, c.words"
+)
 # how many chunks each term matches: BM25's document frequency, over the whole namespace
 # (a few of memories still being ingested too): a filter narrows the results, it does not
 # make a word rarer or more common

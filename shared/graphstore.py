@@ -133,12 +133,34 @@ async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = Non
     return (await execute(graph, query, params, read_only=read_only)).result_set
 
 
+async def run_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None
+                    ) -> list[list[Any]]:
+    """A read-only query's rows of scalars as FalkorDB sends them (strings, integers, floats
+    as text), without the client's parsing of each cell (~3 µs a cell, most of the time of
+    an answer of 10,000 rows). Errors as ``run``'s."""
+    return await execute(graph, query, params, read_only=True, cells=True)
+
+
+async def read_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None,
+                     limit: int | None) -> list[list[Any]]:
+    command = ["GRAPH.RO_QUERY", graph.name,
+               graph._build_params_header(params or {}) + query, "--compact"]
+    if isinstance(limit, int):
+        command += ["timeout", limit]
+    reply = await graph.execute_command(*command)
+    return [[cell[1] for cell in row] for row in reply[1]] if len(reply) == 3 else []
+
+
 async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,
-                  read_only: bool = False) -> QueryResult:
-    """``run`` with the whole result: rows and what the query created or deleted."""
+                  read_only: bool = False, cells: bool = False
+                  ) -> QueryResult | list[list[Any]]:
+    """``run`` with the whole result: rows and what the query created or deleted (a
+    QueryResult; ``cells``: ``read_cells``'s rows)."""
     limit = getattr(graph, "read_timeout", None) if read_only else None
     for attempt in (1, 2):
         try:
+            if cells:
+                return await read_cells(graph, query, params, limit)
             if read_only:
                 return await graph.ro_query(query, params, timeout=limit)
             return await graph.query(query, params)

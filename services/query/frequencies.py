@@ -63,10 +63,12 @@ async def read_stamp(graph: AsyncGraph) -> str | None:
 
 
 async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[str],
-                               cache: DocFrequencies = CACHE) -> dict[str, int]:
+                               cache: DocFrequencies = CACHE
+                               ) -> tuple[dict[str, int], str | None]:
     """How many chunks of the namespace each word matches (0 for none), counted only for the
-    words the cache does not hold at the current stamp. The stamp is read before counting:
-    a write in between leaves the entry under the old stamp, never the new one."""
+    words the cache does not hold at the current stamp; and that stamp. The stamp is read
+    before counting: a write in between leaves the entry under the old stamp, never the new
+    one."""
     stamp = await read_stamp(graph)
     df = cache.get(namespace, stamp, words)
     missing = [w for w in words if w not in df]
@@ -75,4 +77,4 @@ async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[st
         counted = dict.fromkeys(missing, 0) | {term: int(count) for term, count in rows}
         cache.put(namespace, stamp, counted)
         df |= counted
-    return df
+    return df, stamp

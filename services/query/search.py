@@ -37,6 +37,8 @@ from zapomni.services.query.fusion import (
     single,
 )
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
+from zapomni.services.query.postings import CACHE as POSTINGS
+from zapomni.services.query.postings import choose_pool, term_postings
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
@@ -273,7 +275,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    df, total = await asyncio.gather(
+    (df, stamp), total = await asyncio.gather(
         document_frequencies(graph, request.namespace, words), total)
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
@@ -281,13 +283,24 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         return []
     pool = max(params["depth"], RESCORE_POOL)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
-    asked = {**params, "weighted": pool_terms(weighted, df, common, postings), "pool": pool,
-             "over": 2 * pool}
+    chosen = pool_terms(weighted, df, common, postings)
+    asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}
+    if stamp is not None and not request.filters.active and summed_here(chosen, df):
+        lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
+        rows = await run(graph, cypher.KEYWORD_POOL_ROWS, {
+            **asked, "chosen": choose_pool(chosen, lists, 2 * pool)}, read_only=True)
+        return rescore(rows, rows, rarity)[:params["depth"]]
     pools = [run(graph, cypher.KEYWORD_POOL_ALL, asked, read_only=True)]
     if request.filters.active:
         pools.append(run(graph, cypher.KEYWORD_POOL, asked, read_only=True))
     found = await asyncio.gather(*pools)
     return rescore(found[-1], found[0], rarity)[:params["depth"]]
+
+
+def summed_here(chosen: list[list[Any]], df: dict[str, int]) -> bool:
+    """Whether the pool is chosen from cached postings (postings.py): the cache is on and
+    a quarter of it holds the chosen terms' postings."""
+    return 0 < sum(df[t[0]] for t in chosen) <= POSTINGS.capacity // 4
 
 
 def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],

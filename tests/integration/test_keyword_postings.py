@@ -1,0 +1,64 @@
+"""The keyword pool chosen from postings cached in the query service
+(services/query/postings.py) ranks as the pool summed in FalkorDB does, to the score; a
+write or a delete is seen by the next search (the namespace's write stamp); the cache holds
+no more postings than its capacity."""
+
+from __future__ import annotations
+
+import itertools
+
+from tests.support.workers import run_workers
+from zapomni.services.mcp import front as ops
+from zapomni.services.query import postings
+from zapomni.shared.messages import MemoryRef, SearchResponse
+from zapomni.shared.validation import decode_add_memory, decode_search
+
+ANIMALS = ["heron", "otter", "badger", "kestrel", "stoat"]
+PLACES = ["harbour", "meadow", "quarry", "orchard", "estuary", "harbour wall"]
+QUERIES = ["heron harbour", "otter estuary at dusk", "badger", "kestrel over the quarry wall",
+           "stoat meadow orchard"]
+
+
+async def keyword(front, query: str) -> list[tuple[str, str, float]]:
+    request = decode_search(query, 10, None, None, "keyword")
+    response = await front.query.call("/v1/search", request, SearchResponse)
+    return [(hit.memory_id, hit.chunk_id, hit.score) for hit in response.results]
+
+
+async def add(front, text: str) -> str:
+    return (await ops.add_memory(front, decode_add_memory(text, None, None))).memory_id
+
+
+async def each_way(front, query: str) -> tuple[list, list, list]:
+    """The ranking summed in FalkorDB, then from postings read now, then from the cache."""
+    postings.CACHE.capacity = 0
+    summed = await keyword(front, query)
+    postings.CACHE.capacity = postings.CACHED_POSTINGS
+    postings.CACHE.clear()
+    return summed, await keyword(front, query), await keyword(front, query)
+
+
+async def test_cached_postings_rank_as_falkordb_and_follow_writes(settings, front,
+                                                                   query_service):
+    for i, (animal, place) in enumerate(itertools.product(ANIMALS, PLACES)):
+        await add(front, f"A {animal} was seen by the {place} ({'at dusk ' * (i % 3)}).")
+    await run_workers(settings)
+    try:
+        for query in QUERIES:
+            summed, read, cached = await each_way(front, query)
+            assert summed and summed == read == cached
+        assert 0 < postings.CACHE.held <= postings.CACHED_POSTINGS
+        otter = await add(front, "An otter, otter and otter by the estuary.")
+        await run_workers(settings)
+        assert (await keyword(front, "otter estuary"))[0][0] == otter
+        await ops.delete_memory(front, MemoryRef(memory_id=otter))
+        await run_workers(settings)
+        assert otter not in [hit[0] for hit in await keyword(front, "otter estuary")]
+        postings.CACHE.capacity = 40  # terms of up to 10 postings are cached, no more held
+        postings.CACHE.clear()
+        for query in QUERIES:
+            await keyword(front, query)
+            assert postings.CACHE.held <= 40
+    finally:
+        postings.CACHE.capacity = postings.CACHED_POSTINGS
+        postings.CACHE.clear()

@@ -1,0 +1,62 @@
+"""The keyword pool chosen from cached postings (services/query/postings.py) is the pool
+query's (shared/cypher.py KEYWORD_POOL_ALL: sum of idf x score per chunk in the terms'
+order, best first, ties by chunk id, the first ``over``), and the cache stays bounded."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from zapomni.services.query.postings import PostingsCache, TermPostings, choose_pool
+
+
+def postings(pairs: list[tuple[int, float]]) -> TermPostings:
+    return TermPostings(np.array([n for n, _ in pairs], dtype=np.int64),
+                        np.array([f"chunk-{n:03d}" for n, _ in pairs], dtype=object),
+                        np.array([s for _, s in pairs], dtype=np.float64))
+
+
+def summed_in_falkordb(weighted, lists, over):
+    """What the pool query computes, row by row: UNWIND the terms, sum per chunk."""
+    sums: dict[str, float] = {}
+    matched: dict[str, list[str]] = {}
+    for term, idf in weighted:
+        for node, score in lists[term]:
+            cid = f"chunk-{node:03d}"
+            sums[cid] = sums.get(cid, 0.0) + idf * score
+            matched.setdefault(cid, []).append(term)
+    best = sorted(sums, key=lambda cid: (-sums[cid], cid))[:over]
+    return [[cid, sums[cid], matched[cid]] for cid in best]
+
+
+TERM = st.lists(st.tuples(st.integers(0, 40), st.sampled_from([0.5, 1.0, 1.25, 2.0])),
+                max_size=30, unique_by=lambda p: p[0])
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.lists(TERM, min_size=1, max_size=4), st.lists(st.sampled_from([0.3, 1.7, 2.9]),
+                                                        min_size=4, max_size=4),
+       st.integers(1, 50))
+def test_the_pool_is_the_pool_querys_to_the_last_tie(terms, idfs, over):
+    weighted = [[f"t{i}", idfs[i]] for i in range(len(terms))]
+    lists = {f"t{i}": pairs for i, pairs in enumerate(terms)}
+    expected = summed_in_falkordb(weighted, lists, over)
+    chosen = choose_pool(weighted, {t: postings(p) for t, p in lists.items()}, over)
+    assert chosen == expected
+
+
+def test_no_postings_no_pool():
+    assert choose_pool([["absent", 2.0]], {"absent": postings([])}, 10) == []
+
+
+def test_the_cache_is_bounded_by_postings_and_keyed_by_stamp():
+    cache = PostingsCache(capacity=10)
+    cache.put("ns", "s1", {"a": postings([(1, 1.0)] * 6), "b": postings([(2, 1.0)] * 3)})
+    assert set(cache.get("ns", "s1", ["a", "b"])) == {"a", "b"}
+    assert cache.get("ns", "s2", ["a", "b"]) == {}  # written since: counted again
+    assert cache.get("other", "s1", ["a"]) == {}
+    cache.put("ns", "s1", {"c": postings([(3, 1.0)] * 4)})  # 13 held: "a" (oldest) goes
+    assert set(cache.get("ns", "s1", ["a", "b", "c"])) == {"b", "c"}
+    assert cache.held == 7
+    cache.put("ns", "s2", {"b": postings([(2, 1.0)] * 2)})  # replaced, not added
+    assert cache.held == 6
