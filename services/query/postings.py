@@ -19,7 +19,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from zapomni.shared import cypher
 from zapomni.shared.graphstore import run_cells
 
-CACHED_POSTINGS = 2_000_000  # postings held over all terms (~60 B each), oldest terms out first
+CACHED_POSTINGS = 1_000_000  # postings held over all terms (~110 B each), oldest terms out first
 
 
 class TermPostings:
@@ -85,14 +85,19 @@ async def term_postings(graph: AsyncGraph, namespace: str, stamp: str, words: li
 
 
 def split_postings(words: list[str], rows: list[list[Any]]) -> dict[str, TermPostings]:
-    """Rows of (term, node id, chunk id, score) as one TermPostings per word."""
-    by_word: dict[str, list[list[Any]]] = {w: [] for w in words}
-    for row in rows:
-        by_word[row[0]].append(row)
-    return {w: TermPostings(np.array([r[1] for r in got], dtype=np.int64),
-                            np.array([r[2] for r in got], dtype=object),
-                            np.array([float(r[3]) for r in got], dtype=np.float64))
-            for w, got in by_word.items()}
+    """Rows of (term, node id, chunk id, score) as one TermPostings per word (by columns:
+    ~30,000 rows a common question's terms bring take ~10 ms so, ~60 ms row by row)."""
+    if not rows:
+        empty = TermPostings(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
+        return dict.fromkeys(words, empty)
+    term, node, chunk, score = (np.array(column, dtype=dtype) for column, dtype in zip(
+        zip(*rows, strict=True), (object, np.int64, object, object), strict=True))
+    score = score.astype(np.float64)  # FalkorDB sends doubles as text
+    found = {}
+    for word in words:
+        mine = term == word
+        found[word] = TermPostings(node[mine], chunk[mine], score[mine])
+    return found
 
 
 def choose_pool(weighted: list[list[Any]], postings: dict[str, TermPostings],

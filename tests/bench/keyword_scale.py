@@ -181,6 +181,46 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
     return row
 
 
+async def profile(store, embedder, client, settings, queries) -> dict:
+    """Warm hybrid searches with every FalkorDB query timed at the client (the query service's
+    own ``execute``, wrapped here) beside the CPU time of the whole search in this process."""
+    from zapomni.shared import cypher, cypher_moves, graphstore
+
+    names = {text: name for module in (cypher, cypher_moves) for name, text in vars(module).items()
+             if isinstance(text, str)}
+    names |= {text: f"{name}[{key}]" for name, table in vars(cypher_moves).items()
+              if isinstance(table, dict) for key, text in table.items() if isinstance(text, str)}
+    timed: dict[str, list[float]] = {}
+    plain = graphstore.execute
+
+    async def execute(graph, query, params=None, **kwargs):
+        started = time.perf_counter()
+        result = await plain(graph, query, params, **kwargs)
+        name = names.get(query, query[:40])
+        timed.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        if hasattr(result, "run_time_ms"):
+            timed.setdefault(f"{name} (FalkorDB's own)", []).append(result.run_time_ms)
+        return result
+
+    graphstore.execute = execute
+    cpu = []
+    try:
+        for query in queries:
+            request = decode_search(query.text, 10, None, None, mode="hybrid")
+            started = time.process_time()
+            await search_memory(store, embedder, client, settings, request)
+            cpu.append((time.process_time() - started) * 1000)
+    finally:
+        graphstore.execute = plain
+    report = {name: {"calls": len(ms), "p50": pct(ms, 50), "p95": pct(ms, 95)}
+              for name, ms in sorted(timed.items())}
+    report["cpu per search"] = {"calls": len(cpu), "p50": pct(cpu, 50), "p95": pct(cpu, 95)}
+    for name, row in report.items():
+        print(f"  {name}: {row['calls']} calls, p50 / p95 {row['p50']} / {row['p95']} ms",
+              flush=True)
+    return report
+
+
 async def run(args: argparse.Namespace, stack: Stack) -> dict:
     docs, queries = load_beir("scifact", "scifact", "train.tsv")
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
@@ -227,6 +267,9 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
         postings_cache.CACHE.capacity = postings_cache.CACHED_POSTINGS if here else 0
         report["variants"].append(await variant(name, store, embedder, client, bounded,
                                                 queries, doc_of))
+    if args.profile:
+        print("profile of the last variant, warm:", flush=True)
+        report["profile"] = await profile(store, embedder, client, bounded, queries)
     await client.aclose()
     await store.aclose()
     return report
@@ -282,6 +325,8 @@ async def main() -> None:
     parser.add_argument("--summed-here", type=int, nargs="*", default=[0],
                         help="postings bounds of the variants whose pool is chosen from "
                         "postings cached in the query service (0: no bound)")
+    parser.add_argument("--profile", action="store_true",
+                        help="time each FalkorDB query of the last variant's searches")
     parser.add_argument("--history", action="store_true",
                         help="also the variants before the cache and the stored lengths")
     args = parser.parse_args()
