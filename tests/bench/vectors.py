@@ -84,7 +84,7 @@ async def write(store: GraphStore, texts: list[str], vectors: np.ndarray, start:
                         content_hash=memory, created_at=time.time())
         await write_memory(graph, job, len(spans))
         await write_chunks(graph, memory, spans, vectors[first : first + len(spans)])
-        await mark_ready(graph, memory)
+        await mark_ready(graph, memory, memory)
         for idx, row in enumerate(rows):
             ids[f"{memory}:{idx}"] = row
 
