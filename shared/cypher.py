@@ -359,8 +359,8 @@ KEYWORD_POSTINGS = (
 # the rows of the pool so chosen, as KEYWORD_POOL_ALL returns them. $chosen: [chunk id,
 # score, matched terms], best first
 KEYWORD_POOL_ROWS = (
-    "UNWIND $chosen AS r MATCH (c:Chunk {id: r[0]}) "
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    "UNWIND $chosen AS r MATCH (c:Chunk {id: r[0]}) WITH r, c "  # the index first, not
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE  # a scan of every memory per row
     + "WITH m, c, r[1] AS score, r[2] AS matched ORDER BY score DESC, c.id ASC LIMIT $pool"
     + _RETURN_HIT + ", matched, c.words"
 )
