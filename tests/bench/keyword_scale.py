@@ -311,7 +311,7 @@ def table(report: dict) -> str:
 
 def overlap(before: list[list[str]], after: list[list[str]]) -> str:
     same = np.mean([a == b for a, b in zip(before, after, strict=True)])
-    shared = np.mean([len(set(a) & set(b)) / max(1, len(a)) for a, b in
+    shared = np.mean([len(set(a) & set(b)) / max(1, len(set(a))) for a, b in
                       zip(before, after, strict=True)])
     return f"{same:.1%} ({shared:.1%})"
 

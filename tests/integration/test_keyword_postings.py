@@ -10,6 +10,8 @@ import itertools
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings
+from zapomni.shared import cypher
+from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.messages import MemoryRef, SearchResponse
 from zapomni.shared.validation import decode_add_memory, decode_search
 
@@ -62,3 +64,18 @@ async def test_cached_postings_rank_as_falkordb_and_follow_writes(settings, fron
     finally:
         postings.CACHE.capacity = postings.CACHED_POSTINGS
         postings.CACHE.clear()
+    await rows_by_index(settings)
+
+
+async def rows_by_index(settings) -> None:
+    """The chosen chunks are found by the chunk id index; a plan that starts from every
+    Memory for each of the 400 rows took 9 s at 100k chunks."""
+    store = GraphStore(settings)
+    try:
+        plan = await store.graph("default").explain(cypher.KEYWORD_POOL_ROWS, {
+            "chosen": [["x:0", 1.0, ["x"]]], "pool": 1, "now": 0.0, "superseded": False})
+        text = "\n".join(plan.plan)  # the plan's lines, as GRAPH.EXPLAIN gives them
+        assert "Node By Index Scan | (c:Chunk)" in text
+        assert "Label Scan | (m:Memory)" not in text
+    finally:
+        await store.aclose()
