@@ -8,6 +8,8 @@ on every search, as before, until its next write."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
@@ -17,17 +19,20 @@ from zapomni.shared.graphstore import run
 CACHED_TERMS = 50_000  # (namespace, term) entries kept, least recently used out first
 
 
-class DocFrequencies:
-    """A bounded LRU of (namespace, term) -> (stamp, document frequency); lives as long as
-    the query service."""
+class StampedCache:
+    """A bounded LRU of (namespace, term) -> (stamp, value), a value valid while the namespace's
+    stamp is the one it was read at; bounded by the sum of ``size(value)`` (1 a term unless
+    told); lives as long as the query service. Capacity 0: nothing is kept."""
 
-    def __init__(self, capacity: int = CACHED_TERMS) -> None:
+    def __init__(self, capacity: int, size: Callable[[Any], int] = lambda _: 1) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        self.size = size
+        self.held = 0
+        self._entries: OrderedDict[tuple[str, str], tuple[str, Any]] = OrderedDict()
 
-    def get(self, namespace: str, stamp: str | None, words: list[str]) -> dict[str, int]:
-        """The cached frequencies of ``words`` counted at ``stamp``; stale ones are left out."""
-        found: dict[str, int] = {}
+    def get(self, namespace: str, stamp: str | None, words: list[str]) -> dict[str, Any]:
+        """The cached values of ``words`` read at ``stamp``; stale ones are left out."""
+        found: dict[str, Any] = {}
         if stamp is None:
             return found
         for word in words:
@@ -37,23 +42,25 @@ class DocFrequencies:
                 found[word] = entry[1]
         return found
 
-    def put(self, namespace: str, stamp: str | None, counted: dict[str, int]) -> None:
+    def put(self, namespace: str, stamp: str | None, values: dict[str, Any]) -> None:
         if stamp is None or self.capacity <= 0:
             return
-        for word, df in counted.items():
-            self._entries[(namespace, word)] = (stamp, df)
-            self._entries.move_to_end((namespace, word))
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        for word, value in values.items():
+            old = self._entries.pop((namespace, word), None)
+            self.held += self.size(value) - (self.size(old[1]) if old else 0)
+            self._entries[(namespace, word)] = (stamp, value)
+        while self.held > self.capacity and self._entries:
+            self.held -= self.size(self._entries.popitem(last=False)[1][1])
 
     def clear(self) -> None:
         self._entries.clear()
+        self.held = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
-CACHE = DocFrequencies()
+CACHE = StampedCache(CACHED_TERMS)
 
 
 async def read_stamp(graph: AsyncGraph) -> str | None:
@@ -63,7 +70,7 @@ async def read_stamp(graph: AsyncGraph) -> str | None:
 
 
 async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[str],
-                               cache: DocFrequencies = CACHE
+                               cache: StampedCache = CACHE
                                ) -> tuple[dict[str, int], str | None]:
     """How many chunks of the namespace each word matches (0 for none), counted only for the
     words the cache does not hold at the current stamp; and that stamp. The stamp is read

@@ -10,12 +10,12 @@ filters, still sums in FalkorDB."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
+from zapomni.services.query.frequencies import StampedCache
 from zapomni.shared import cypher
 from zapomni.shared.graphstore import run_cells
 
@@ -34,44 +34,12 @@ class TermPostings:
         return len(self.node_ids)
 
 
-class PostingsCache:
-    """A bounded LRU of (namespace, term) -> (stamp, postings), bounded by the postings held;
-    lives as long as the query service. Capacity 0: nothing cached (the pool is summed in
-    FalkorDB)."""
-
-    def __init__(self, capacity: int = CACHED_POSTINGS) -> None:
-        self.capacity = capacity
-        self.held = 0
-        self._entries: OrderedDict[tuple[str, str], tuple[str, TermPostings]] = OrderedDict()
-
-    def get(self, namespace: str, stamp: str, words: list[str]) -> dict[str, TermPostings]:
-        found: dict[str, TermPostings] = {}
-        for word in words:
-            entry = self._entries.get((namespace, word))
-            if entry is not None and entry[0] == stamp:
-                self._entries.move_to_end((namespace, word))
-                found[word] = entry[1]
-        return found
-
-    def put(self, namespace: str, stamp: str, fetched: dict[str, TermPostings]) -> None:
-        for word, postings in fetched.items():
-            old = self._entries.pop((namespace, word), None)
-            self.held -= len(old[1]) if old else 0
-            self._entries[(namespace, word)] = (stamp, postings)
-            self.held += len(postings)
-        while self.held > self.capacity and self._entries:
-            self.held -= len(self._entries.popitem(last=False)[1][1])
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.held = 0
-
-
-CACHE = PostingsCache()
+# (namespace, term) -> postings, bounded by the postings held
+CACHE = StampedCache(CACHED_POSTINGS, size=len)
 
 
 async def term_postings(graph: AsyncGraph, namespace: str, stamp: str, words: list[str],
-                        cache: PostingsCache = CACHE) -> dict[str, TermPostings]:
+                        cache: StampedCache = CACHE) -> dict[str, TermPostings]:
     """The postings of ``words`` at ``stamp`` (read before: a write in between leaves them
     under the old stamp), read from FalkorDB for the words the cache does not hold."""
     found = cache.get(namespace, stamp, words)

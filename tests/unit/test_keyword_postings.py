@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from zapomni.services.query.postings import PostingsCache, TermPostings, choose_pool
+from zapomni.services.query.frequencies import StampedCache
+from zapomni.services.query.postings import TermPostings, choose_pool
 
 
 def postings(pairs: list[tuple[int, float]]) -> TermPostings:
@@ -50,7 +51,7 @@ def test_no_postings_no_pool():
 
 
 def test_the_cache_is_bounded_by_postings_and_keyed_by_stamp():
-    cache = PostingsCache(capacity=10)
+    cache = StampedCache(10, size=len)
     cache.put("ns", "s1", {"a": postings([(1, 1.0)] * 6), "b": postings([(2, 1.0)] * 3)})
     assert set(cache.get("ns", "s1", ["a", "b"])) == {"a", "b"}
     assert cache.get("ns", "s2", ["a", "b"]) == {}  # written since: counted again
