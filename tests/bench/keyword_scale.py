@@ -2,6 +2,7 @@
 real passages, hybrid latency and nDCG@10 for each way of doing the keyword signal's work.
 
     ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--postings 20000 5000]
+                              [--summed-here 0 5000] [--profile] [--history]
 
 SciFact (../shared/data/scifact: 5,183 abstracts, one memory and one chunk each) and
 ``--distractors`` passages of this machine's own text (Python's standard library sources and
@@ -19,7 +20,9 @@ vectors cached in Redis), each variant: every question once to warm (cold figure
 pass where the cache matters), then timed in hybrid mode, then nDCG@10 of hybrid and keyword.
 Variants: no document-frequency cache and no stored lengths (each chunk's ``words`` removed:
 counted per search, as before); the cache; + stored lengths; + a bound on the postings the
-pool query sums (``ZAPOMNI_KEYWORD_POSTINGS``). Prints a table; writes
+pool query sums (``ZAPOMNI_KEYWORD_POSTINGS``); ``--summed-here``: the pool chosen from
+postings cached in the query service (services/query/postings.py), with those bounds;
+``--profile``: each FalkorDB query of the last variant timed. Prints a table; writes
 tests/bench/results/keyword_scale.json. Not part of the test suite.
 """
 
