@@ -59,8 +59,7 @@ def split_postings(words: list[str], rows: list[list[Any]]) -> dict[str, TermPos
         empty = TermPostings(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
         return dict.fromkeys(words, empty)
     term, node, chunk, score = (np.array(column, dtype=dtype) for column, dtype in zip(
-        zip(*rows, strict=True), (object, np.int64, object, object), strict=True))
-    score = score.astype(np.float64)  # FalkorDB sends doubles as text
+        zip(*rows, strict=True), (object, np.int64, object, np.float64), strict=True))
     found = {}
     for word in words:
         mine = term == word
