@@ -1,11 +1,19 @@
-"""Scaling benchmark: 1 and 4 worker processes against the Ollama-API test server with
-injected latency, so embedding waits on the network the way it does with a remote Ollama.
+"""Scaling benchmark: 1 and 4 worker processes against an Ollama-API server with a fixed
+per-request latency and real vectors (tests/support/table_ollama.py), the same documents.
 
-    ./dev bench scaling [--docs 40] [--latency 0.05] [--workers 1 4]
+    ./dev bench scaling [--latency 0.2] [--workers 1 4] [--shape notes documents]
+                        [--notes 600] [--documents 12] [--real 20000]
 
-Reports chunks/s end to end (enqueue -> every task done), embedding requests/s, and the
-concurrency efficiency: requests/s per worker / (32 in flight / latency). Prints a table and
-writes tests/bench/results/scaling.json. Not part of the test suite.
+Two shapes of what a deployment ingests, both made of real passages (tests/support/vectors.py)
+joined by blank lines: ``notes`` (an agent's memories: 3-6 passages, one chunk each, so one
+ingest job and one embedding request per note) and ``documents`` (80 passages, ~25 chunks,
+fanned out into parts). The product's defaults otherwise: 256-token chunks, 16 texts per
+request, 32-chunk parts, 4 jobs per worker, entity extraction off (it is CPU, not latency).
+
+Reports chunks/s (first enqueue done -> every task done), requests/s, the most and the mean
+requests in flight, each side's CPU seconds (workers, FalkorDB, this process with the server)
+and the workers' per-stage seconds from their /metrics. Prints a table; writes
+tests/bench/results/scaling.json. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -13,14 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
 import time
 from pathlib import Path
 
+import httpx2
+import numpy as np
 import redis.asyncio
 
-from tests.support.fake_ollama import FakeOllama
 from tests.support.graph import stored
 from tests.support.servers import ThreadedServer, falkordb_process
+from tests.support.stack import free_run
+from tests.support.table_ollama import TableOllama
+from tests.support.vectors import REAL, corpus
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
@@ -29,67 +43,117 @@ from zapomni.shared.validation import decode_add_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
+TICKS = os.sysconf("SC_CLK_TCK")
+SUM = re.compile(r'^zapomni_(stage|falkordb_write)_seconds_sum\{(?:stage|op)="([^"]+)"\} (\S+)$')
 
 
-def documents(count: int) -> list[str]:
-    return [" ".join(f"Document {d}, line {i}: shipment {d * 1000 + i} left warehouse {i % 17} "
-                     f"for harbour {d % 5} on schedule." for i in range(400))
-            for d in range(count)]
+def documents(passages: list[str], count: int, low: int, high: int, seed: int) -> list[str]:
+    """``count`` texts of ``low``..``high`` passages drawn at random, joined by blank lines."""
+    rng = np.random.default_rng(seed)
+    return ["\n\n".join(passages[i] for i in rng.choice(len(passages),
+                                                        int(rng.integers(low, high + 1)),
+                                                        replace=False))
+            for _ in range(count)]
 
 
-async def run_once(url: str, fake: FakeOllama, texts: list[str], workers: int,
-                   args: argparse.Namespace) -> dict:
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+async def stage_seconds(ports: list[int]) -> dict[str, float]:
+    """Summed over the workers' /metrics: seconds per pipeline stage and per FalkorDB write."""
+    totals: dict[str, float] = {}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for port in ports:
+            text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            for line in text.splitlines():
+                if match := SUM.match(line):
+                    key = f"{match[1]}:{match[2]}"
+                    totals[key] = round(totals.get(key, 0.0) + float(match[3]), 2)
+    return totals
+
+
+async def run_once(url: str, server: TableOllama, server_url: str, texts: list[str],
+                   workers: int, shape: str, args: argparse.Namespace) -> dict:
     settings = Settings.from_env(
-        environ={}, redis_url=f"{url}/0", falkordb_url=url, ollama_url=fake.url,
-        part_chunks=args.part_chunks, chunk_tokens=64, chunk_overlap=8, max_jobs=4,
-        embed_batch=args.batch, max_queue_depth=1_000_000)
+        environ={}, redis_url=f"{url}/0", falkordb_url=url, ollama_url=server_url,
+        graph_auto=False, max_queue_depth=1_000_000)
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     await client.flushall()
+    db_pid = int((await client.info("server"))["process_id"])
     front = Front(settings)
     receipts = [await ops.add_memory(front, decode_add_memory(t, None, None)) for t in texts]
     await front.aclose()
-    fake.reset_counts()
+    server.reset_counts()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    first = free_run(workers)
+    ports = [first + i for i in range(workers)]
+    db_cpu, own_cpu = cpu_seconds(db_pid), time.process_time()
     started = time.perf_counter()
-    with worker_processes(settings, workers, log_path=RESULTS / f"scaling-{workers}.log"):
+    with worker_processes(settings, workers, metrics_ports=ports,
+                          log_path=RESULTS / f"scaling-{shape}-{workers}.log") as procs:
         await wait_tasks(client, [r.task_id for r in receipts], timeout=3600,
                          until=("done", "failed"))
         elapsed = time.perf_counter() - started
+        worker_cpu = sum(cpu_seconds(p.pid) for p in procs)
+        stages = await stage_seconds(ports)
+    cpu = {"workers": round(worker_cpu, 1), "falkordb": round(cpu_seconds(db_pid) - db_cpu, 1),
+           "bench_and_server": round(time.process_time() - own_cpu, 1)}
     chunks = (await stored(settings))["chunks"]
     await client.aclose()
-    ceiling = 32 / args.latency  # requests/s one worker could make with 32 in flight
     return {
-        "workers": workers, "docs": len(texts), "chunks": chunks, "seconds": round(elapsed, 2),
-        "chunks_per_s": round(chunks / elapsed, 1),
-        "requests_per_s": round(fake.requests / elapsed, 1),
-        "max_in_flight": fake.max_in_flight,
-        "efficiency_per_worker": round(fake.requests / elapsed / workers / ceiling, 3),
+        "shape": shape, "workers": workers, "docs": len(texts), "chunks": chunks,
+        "seconds": round(elapsed, 2), "chunks_per_s": round(chunks / elapsed, 1),
+        "requests_per_s": round(server.requests / elapsed, 1),
+        "max_in_flight": server.max_in_flight,
+        "mean_in_flight": round(server.requests * args.latency / elapsed, 1),
+        "cpu_s": cpu, "stage_s": stages,
     }
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--docs", type=int, default=40)
-    parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--part-chunks", type=int, default=128)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
-    args = parser.parse_args()
-    texts = documents(args.docs)
-    fake = FakeOllama(dim=768)
-    fake.latency = args.latency
-    rows = []
-    with falkordb_process() as url, ThreadedServer(fake.app) as server:
-        fake.url = server.url
-        for n in args.workers:
-            rows.append(await run_once(url, fake, texts, n, args))
-    header = list(rows[0])
-    print(" | ".join(header))
+def print_rows(rows: list[dict]) -> None:
+    header = ["shape", "workers", "docs", "chunks", "seconds", "chunks_per_s",
+              "requests_per_s", "max_in_flight", "mean_in_flight"]
+    print("| " + " | ".join(header) + " | CPU s (workers / FalkorDB / server) |")
+    print("|" + "---|" * (len(header) + 1))
     for row in rows:
-        print(" | ".join(str(row[h]) for h in header))
-    if len(rows) > 1:
-        print(f"speed-up {rows[-1]['workers']} vs {rows[0]['workers']} workers: "
-              f"{rows[-1]['chunks_per_s'] / rows[0]['chunks_per_s']:.2f}x")
+        cpu = row["cpu_s"]
+        print("| " + " | ".join(str(row[h]) for h in header) + f" | {cpu['workers']} / "
+              f"{cpu['falkordb']} / {cpu['bench_and_server']} |")
+    for row in rows:
+        print(f"{row['shape']}, {row['workers']} worker(s), stage seconds: {row['stage_s']}")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        by = {r["workers"]: r for r in rows if r["shape"] == shape}
+        if len(by) > 1:
+            lo, hi = min(by), max(by)
+            gain = by[hi]["chunks_per_s"] / by[lo]["chunks_per_s"]
+            print(f"{shape}: {hi} workers make {gain:.2f}x the chunks/s of {lo}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--shape", nargs="+", default=["notes", "documents"],
+                        choices=["notes", "documents"])
+    parser.add_argument("--notes", type=int, default=600)
+    parser.add_argument("--documents", type=int, default=12)
+    parser.add_argument("--real", type=int, default=REAL)
+    args = parser.parse_args()
+    passages, vectors = corpus(args.real, args.real)
+    server = TableOllama(passages, vectors, latency=args.latency)
+    sizes = {"notes": (args.notes, 3, 6), "documents": (args.documents, 80, 80)}
+    rows = []
+    with falkordb_process() as url, ThreadedServer(server.app) as http:
+        for shape in args.shape:
+            count, low, high = sizes[shape]
+            texts = documents(passages, count, low, high, seed=len(rows))
+            for n in args.workers:
+                rows.append(await run_once(url, server, http.url, texts, n, shape, args))
+                print(rows[-1], flush=True)
+    print_rows(rows)
     (RESULTS / "scaling.json").write_text(json.dumps(rows, indent=2))
 
 

@@ -1,0 +1,247 @@
+"""The curve to 1M chunks: ingest through the workers into one namespace, 10k -> 100k -> 1M,
+and at each point the ingest rate, FalkorDB's memory, search latency and HNSW recall.
+
+    ./dev bench curve [--sizes 10000 100000 1000000] [--workers 2] [--queries 200]
+                      [--passages 12 24] [--deadline HH:MM]
+
+The stack is `zapomni up` (``--workers`` workers, entity extraction off) with Ollama played by
+tests/support/table_ollama.py: real MiniLM vectors of real passages looked up by text, a
+chunk's vector the normalised sum of its passages' (no latency: this measures the store).
+Documents are ``--passages`` real passages drawn at random, joined by blank lines, added
+through the front's code path, at most ``--window`` tasks outstanding (the queue stays
+bounded); chunking as configured (256 tokens, 32 overlap).
+
+At each size: ingest chunks/s of that leg (first add -> last task done); FalkorDB's RSS and
+RSS per chunk; search_memory through the query service over HTTP, vector and hybrid, the
+query vector cached (each question asked once before timing); recall@10 of a raw k=10 HNSW
+query against the exact top 10, computed by numpy over the stored vectors read back page by
+page (never all in memory). ``--deadline`` (UTC) stops a leg early; the row then says so.
+Prints a table; writes tests/bench/results/curve.json. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import redis.asyncio
+
+from tests.bench.scaling import documents
+from tests.bench.vectors import QUERY_VECTOR, pct, rss_by_process, search_service
+from tests.support.servers import ThreadedServer
+from tests.support.stack import Stack
+from tests.support.table_ollama import TableOllama, fidelity
+from tests.support.vectors import REAL, corpus, embedded, questions
+from tests.support.workers import ENDED
+from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared import tasks
+from zapomni.shared.embed import to_params
+from zapomni.shared.graphstore import GraphStore, indexes_building
+from zapomni.shared.settings import Settings
+from zapomni.shared.validation import decode_add_memory
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "bench" / "results"
+COUNT = "MATCH (c:Chunk) RETURN count(c)"
+PAGE = ("MATCH (c:Chunk) WHERE id(c) > $after RETURN id(c), c.id, c.embedding "
+        "ORDER BY id(c) LIMIT $n")
+
+
+async def ingest_to(front: Front, redis: redis.asyncio.Redis, graph, target: int,
+                    make_docs, args: argparse.Namespace) -> dict:
+    """Add documents until the namespace holds ``target`` chunks (or the deadline passes)."""
+    have = (await graph.ro_query(COUNT)).result_set[0][0]
+    first, added_docs, per_doc = have, 0, 10.0
+    pending: deque[str] = deque()
+    started = time.perf_counter()
+    stopped = False
+    while True:
+        while pending:  # retire finished tasks, oldest first
+            record = await tasks.get_task(redis, pending[0])
+            if record is None or record.state not in ENDED:
+                break
+            if record.state != "done":
+                raise AssertionError(f"task {record.task_id} ended {record.state}: "
+                                     f"{record.error}")
+            pending.popleft()
+        if added_docs and len(pending) < args.window // 2:
+            have = (await graph.ro_query(COUNT)).result_set[0][0]
+            per_doc = max(1.0, (have - first) / max(1, added_docs - len(pending)))
+        stopped = stopped or past(args.deadline)
+        room = args.window - len(pending)
+        wanted = 0 if stopped else int((target - have) / per_doc) - len(pending) + 1
+        for text in make_docs(min(room, max(0, wanted))):
+            receipt = await ops.add_memory(front, decode_add_memory(text, None, None))
+            pending.append(receipt.task_id)
+            added_docs += 1
+        if not pending:
+            break
+        await asyncio.sleep(0.2)
+    seconds = time.perf_counter() - started
+    have = (await graph.ro_query(COUNT)).result_set[0][0]
+    return {"chunks": have, "leg_chunks": have - first, "leg_seconds": round(seconds, 1),
+            "ingest_per_s": round((have - first) / seconds, 1), "stopped_early": stopped,
+            "docs": added_docs}
+
+
+def past(deadline: str) -> bool:
+    if not deadline:
+        return False
+    now = datetime.datetime.now(datetime.UTC)
+    hour, minute = (int(x) for x in deadline.split(":"))
+    stop = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if stop < now - datetime.timedelta(hours=12):  # after midnight
+        stop += datetime.timedelta(days=1)
+    return now >= stop
+
+
+async def exact_truth(graph, queries: np.ndarray, page: int = 20_000) -> list[list[str]]:
+    """Each query's exact top-10 chunk ids by cosine over the stored vectors, page by page."""
+    best_scores = np.full((len(queries), 10), -np.inf, dtype=np.float32)
+    best_ids = np.full((len(queries), 10), "", dtype=object)
+    after = -1
+    while True:
+        rows = (await graph.ro_query(PAGE, {"after": after, "n": page}, timeout=600_000)
+                ).result_set
+        if not rows:
+            break
+        after = rows[-1][0]
+        ids = np.array([r[1] for r in rows], dtype=object)
+        vectors = np.asarray([r[2] for r in rows], dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        scores = np.hstack([best_scores, queries @ vectors.T])
+        names = np.hstack([best_ids, np.broadcast_to(ids, (len(queries), len(ids)))])
+        top = np.argpartition(-scores, 10, axis=1)[:, :10]
+        best_scores = np.take_along_axis(scores, top, axis=1)
+        best_ids = np.take_along_axis(names, top, axis=1)
+    return [set(row) for row in best_ids.tolist()]
+
+
+async def recall(graph, queries: np.ndarray, truth: list[set[str]]) -> dict:
+    hits, times = 0, []
+    for vector, want in zip(queries, truth, strict=True):
+        started = time.perf_counter()
+        result = await graph.ro_query(QUERY_VECTOR, {"k": 10, "v": to_params(vector[None, :])[0]})
+        times.append((time.perf_counter() - started) * 1000)
+        hits += len({row[0] for row in result.result_set[:10]} & want)
+    return {"recall_at_10": round(hits / (10 * len(truth)), 4),
+            "hnsw_k10_p50": pct(times, 50), "hnsw_k10_p95": pct(times, 95)}
+
+
+async def measure(stack: Stack, graph, redis_client, asked: list[str],
+                  queries: np.ndarray) -> dict:
+    while await indexes_building(graph):
+        await asyncio.sleep(0.5)
+    info = await redis_client.info("memory")
+    assert stack.process is not None
+    rss = rss_by_process(stack.process.pid)
+    query_url = f"http://127.0.0.1:{stack.ports['--query-port']}"
+    search = {mode: await search_service(query_url, asked, mode) for mode in ("vector", "hybrid")}
+    started = time.perf_counter()
+    truth = await exact_truth(graph, queries)
+    exact_s = time.perf_counter() - started
+    return {"falkordb_rss_mb": rss.get("falkordb"), "used_memory_mb":
+            round(info["used_memory"] / 2**20, 1), "rss_mb": rss,
+            "vector": search["vector"], "hybrid": search["hybrid"],
+            **await recall(graph, queries, truth), "exact_scan_s": round(exact_s, 1)}
+
+
+async def run(args: argparse.Namespace, stack: Stack, server: TableOllama,
+              passages: list[str], asked: list[str], queries: np.ndarray) -> list[dict]:
+    db_url = f"redis://127.0.0.1:{stack.ports['--falkordb-port']}"
+    settings = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0",
+                                 max_queue_depth=1_000_000, request_timeout=60.0)
+    store = GraphStore(settings)
+    graph = store.graph("default")
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    front = Front(settings)
+    seed = iter(range(10**9))
+    low, high = args.passages
+
+    def make_docs(n: int) -> list[str]:
+        return documents(passages, n, low, high, seed=next(seed)) if n else []
+
+    rows = []
+    try:
+        for size in sorted(args.sizes):
+            print(f"ingesting to {size:,} chunks", flush=True)
+            row = await ingest_to(front, client, graph, size, make_docs, args)
+            row.update(await measure(stack, graph, client, asked, queries))
+            row["rss_per_chunk_kb"] = round(row["falkordb_rss_mb"] * 1024 / row["chunks"], 2)
+            row["at"] = datetime.datetime.now(datetime.UTC).strftime("%H:%M")
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            (RESULTS / "curve.json").write_text(json.dumps(rows, indent=2))
+            if row["stopped_early"]:
+                break
+    finally:
+        await front.aclose()
+        await client.aclose()
+        await store.aclose()
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| chunks | ingest chunks/s | FalkorDB RSS MB | RSS per chunk KB | vector p50 / p95 "
+             "ms | hybrid p50 / p95 ms | recall@10 | exact scan s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['chunks']:,}{' (stopped)' if r['stopped_early'] else ''} | "
+                     f"{r['ingest_per_s']} | {r['falkordb_rss_mb']} | {r['rss_per_chunk_kb']} | "
+                     f"{r['vector']['p50']} / {r['vector']['p95']} | {r['hybrid']['p50']} / "
+                     f"{r['hybrid']['p95']} | {r['recall_at_10']} | {r['exact_scan_s']} |")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--passages", type=int, nargs=2, default=[12, 24])
+    parser.add_argument("--window", type=int, default=64, help="tasks outstanding at most")
+    parser.add_argument("--real", type=int, default=REAL)
+    parser.add_argument("--deadline", default="", help="UTC HH:MM: stop adding then")
+    args = parser.parse_args()
+    passages, vectors = corpus(args.real, args.real)
+    asked = questions(args.queries)
+    queries = embedded(asked, progress=False)
+    server = TableOllama(passages + asked, np.vstack([vectors, queries]))
+    sample = documents(passages, 16, *args.passages, seed=10**6)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="zapomni-curve-") as tmp, \
+            ThreadedServer(server.app) as http:
+        stack = Stack(Path(tmp))
+        stack.start(workers=args.workers, env={"ZAPOMNI_OLLAMA_URL": http.url,
+                                               "ZAPOMNI_GRAPH_AUTO": "false"})
+        try:
+            rows = await run(args, stack, server, passages, asked, queries)
+        finally:
+            stack.stop()
+    print(table(rows))
+    print(f"server answers: {server.exact} whole, {server.joined} joined, "
+          f"{server.perturbed} perturbed")
+    print(f"joined chunks' cosine to the model's own vector: {chunk_fidelity(server, sample)}")
+
+
+def chunk_fidelity(server: TableOllama, sample: list[str]) -> float:
+    """On chunks cut the way the workers cut them."""
+    from zapomni.shared.chunking import Chunker
+
+    settings = Settings.from_env(environ={})
+    chunker = Chunker(settings.chunk_tokens, settings.chunk_overlap)
+    texts = [c.text for doc in sample for c in chunker.split(doc)][:64]
+    return round(fidelity(server, texts), 4)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
