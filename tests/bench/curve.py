@@ -85,6 +85,8 @@ async def ingest_to(front: Front, redis: redis.asyncio.Redis, graph, target: int
         stopped = stopped or past(args.deadline)
         room = args.window - len(pending)
         wanted = 0 if stopped else int((target - have) / per_doc) - len(pending) + 1
+        if added_docs == len(pending):  # nothing finished yet: per_doc is still a guess
+            wanted = min(wanted, 8 - len(pending))
         for text in make_docs(min(room, max(0, wanted))):
             receipt = await ops.add_memory(front, decode_add_memory(text, None, None))
             pending.append(receipt.task_id)
