@@ -10,6 +10,10 @@ hand the client a vector already rendered as Cypher list text.
 
 ``falkordb_on`` builds the client object around a connection of ours, bypassing its
 ``__init__``: see there why.
+
+``read_cells`` sends a read-only query as the client's ``ro_query`` does (the same header, the
+same ``--compact`` reply) but reads the reply's cells itself: the client parses each cell in
+an awaited call (~3 µs a cell), most of the time of an answer of 10,000 rows.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from falkordb.asyncio import FalkorDB
+from falkordb.asyncio.graph import AsyncGraph
 
 
 class VectorLiteral:
@@ -48,3 +53,27 @@ def falkordb_on(connection: Any, execute: Callable[..., Awaitable[Any]]) -> Falk
     db.flushdb = connection.flushdb
     db.execute_command = execute
     return db
+
+
+async def read_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None,
+                     limit: int | None) -> list[list[Any]]:
+    """A read-only query's rows of scalars (and arrays of them), as ``ro_query`` sends it
+    (``limit``: its timeout in ms)."""
+    command = ["GRAPH.RO_QUERY", graph.name,
+               graph._build_params_header(params or {}) + query, "--compact"]
+    if isinstance(limit, int):
+        command += ["timeout", limit]
+    reply = await graph.execute_command(*command)
+    return [[cell_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else []
+
+
+def cell_value(cell: list[Any]) -> Any:
+    """A compact-format cell ([type, value]) of a scalar or an array of scalars as Python."""
+    kind, value = cell
+    if kind == 5:  # double, sent as text
+        return float(value)
+    if kind == 4:  # boolean, sent as text
+        return value == "true"
+    if kind == 6:  # array
+        return [cell_value(item) for item in value]
+    return value  # null, string, integer

@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from zapomni.shared import cypher, cypher_moves
 from zapomni.shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
-from zapomni.shared.falkordb_internals import falkordb_on
+from zapomni.shared.falkordb_internals import falkordb_on, read_cells
 from zapomni.shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -139,28 +139,6 @@ async def run_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None
     parsing of each cell (~3 µs a cell, awaited one by one: most of the time of an answer of
     10,000 rows). Errors as ``run``'s."""
     return await execute(graph, query, params, read_only=True, cells=True)
-
-
-async def read_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None,
-                     limit: int | None) -> list[list[Any]]:
-    command = ["GRAPH.RO_QUERY", graph.name,
-               graph._build_params_header(params or {}) + query, "--compact"]
-    if isinstance(limit, int):
-        command += ["timeout", limit]
-    reply = await graph.execute_command(*command)
-    return [[cell_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else []
-
-
-def cell_value(cell: list[Any]) -> Any:
-    """A compact-format cell ([type, value]) of a scalar or an array of scalars as Python."""
-    kind, value = cell
-    if kind == 5:  # double, sent as text
-        return float(value)
-    if kind == 4:  # boolean, sent as text
-        return value == "true"
-    if kind == 6:  # array
-        return [cell_value(item) for item in value]
-    return value  # null, string, integer
 
 
 async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None, *,

@@ -20,7 +20,7 @@ from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
 from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
 from zapomni.services.mcp.server import build_server
 from zapomni.shared.embed import to_params
-from zapomni.shared.falkordb_internals import VectorLiteral, falkordb_on
+from zapomni.shared.falkordb_internals import VectorLiteral, falkordb_on, read_cells
 from zapomni.shared.settings import Settings
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
@@ -169,3 +169,14 @@ async def test_falkordb_graphs_send_queries_through_the_clients_execute_command(
         await graph.query("RETURN 1")
     assert sent.value.args[0][:2] == ("GRAPH.QUERY", "g"), \
         f"{FALKORDB}: a graph no longer sends its queries through FalkorDB.execute_command"
+
+
+async def test_falkordb_read_cells_sends_what_ro_query_sends():
+    graph = AsyncGraph(Recorder(), "g")
+    params = {"ids": ["a", "b"], "n": 3}
+    with pytest.raises(Sent) as theirs:
+        await graph.ro_query("RETURN $ids, $n", params, timeout=500)
+    with pytest.raises(Sent) as ours:
+        await read_cells(graph, "RETURN $ids, $n", params, 500)
+    assert list(ours.value.args[0]) == list(theirs.value.args[0]), \
+        f"{FALKORDB}: ro_query's command (header, --compact, timeout) is not read_cells' any more"
