@@ -40,8 +40,14 @@ def ingest_rate(record: TaskRecord) -> dict[str, Any]:
         return {}
     elapsed = (record.finished_at or record.heartbeat_at or time.time()) - record.parts_at
     chunks = record.chunks * min(record.done, record.total) / record.total
-    rate = chunks / elapsed if elapsed > 0 and record.done else 0.0
-    left = record.chunks - chunks
+    return rate_and_eta(record, chunks, record.chunks - chunks, elapsed)
+
+
+def rate_and_eta(record: TaskRecord, done: float, left: float, elapsed: float
+                 ) -> dict[str, Any]:
+    """Chunks/s over ``elapsed`` seconds, and the seconds ``left`` chunks take at that rate
+    while the task runs."""
+    rate = done / elapsed if elapsed > 0 and done else 0.0
     eta = round(left / rate, 1) if rate and record.state == "running" else None
     return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta}
 
@@ -58,10 +64,7 @@ def graph_fields(record: TaskRecord) -> dict[str, Any]:
         return {}
     elapsed = (record.heartbeat_at or time.time()) - record.started_at \
         if record.started_at else 0.0
-    rate = record.done / elapsed if elapsed > 0 and record.done else 0.0
-    left = max(0, record.total - record.done)
-    eta = round(left / rate, 1) if rate and record.state == "running" else None
+    speed = rate_and_eta(record, record.done, max(0, record.total - record.done), elapsed)
     if record.kind == "reembed":
-        return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta}
-    return {"rate_chunks_per_s": round(rate, 1), "eta_seconds": eta,
-            "entities_created": record.entities, "relations_created": record.relations}
+        return speed
+    return {**speed, "entities_created": record.entities, "relations_created": record.relations}
