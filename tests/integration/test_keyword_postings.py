@@ -11,7 +11,7 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings
 from zapomni.shared import cypher
-from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.graphstore import GraphStore, run, run_cells
 from zapomni.shared.messages import MemoryRef, SearchResponse
 from zapomni.shared.validation import decode_add_memory, decode_search
 
@@ -68,14 +68,32 @@ async def test_cached_postings_rank_as_falkordb_and_follow_writes(settings, fron
 
 
 async def rows_by_index(settings) -> None:
-    """The chosen chunks are found by the chunk id index; a plan that starts from every
-    Memory for each of the 400 rows took 9 s at 100k chunks."""
+    """The chosen chunks are found by their node ids; a plan that starts from every Memory
+    for each of the 400 rows took 9 s at 100k chunks."""
     store = GraphStore(settings)
     try:
         plan = await store.graph("default").explain(cypher.KEYWORD_POOL_ROWS, {
-            "chosen": [["x:0", 1.0, ["x"]]], "pool": 1, "now": 0.0, "superseded": False})
+            "nodes": [0], "now": 0.0, "superseded": False})
         text = "\n".join(plan.plan)  # the plan's lines, as GRAPH.EXPLAIN gives them
-        assert "Node By Index Scan | (c:Chunk)" in text
+        assert "Node By Label and ID Scan | (c:Chunk)" in text
         assert "Label Scan | (m:Memory)" not in text
+    finally:
+        await store.aclose()
+
+
+async def test_cells_read_by_us_are_the_clients_values(settings):
+    """run_cells (shared/falkordb_internals.py) reads a real reply as the client does: every
+    scalar kind, arrays of them, nested."""
+    store = GraphStore(settings)
+    try:
+        graph = store.graph("cells")
+        await run(graph, "CREATE (:Probe)")  # a read needs the graph to exist
+        query = ("RETURN null, 'tëxt \"q\"', 3, -7, 2.5, 1.0e-12, true, false, "
+                 "[1, 'a', 2.5, null, [true, 'b']], []")
+        ours = await run_cells(graph, query)
+        theirs = await run(graph, query, read_only=True)
+        assert ours == theirs == [[None, 'tëxt "q"', 3, -7, 2.5, 1.0e-12, True, False,
+                                   [1, "a", 2.5, None, [True, "b"]], []]]
+        assert [type(v) for v in ours[0][:8]] == [type(v) for v in theirs[0][:8]]
     finally:
         await store.aclose()

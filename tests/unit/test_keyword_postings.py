@@ -8,7 +8,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from zapomni.services.query.frequencies import StampedCache
-from zapomni.services.query.postings import TermPostings, choose_pool
+from zapomni.services.query.postings import TermPostings, choose_pool, pool_rows
 
 
 def postings(pairs: list[tuple[int, float]]) -> TermPostings:
@@ -43,7 +43,8 @@ def test_the_pool_is_the_pool_querys_to_the_last_tie(terms, idfs, over):
     lists = {f"t{i}": pairs for i, pairs in enumerate(terms)}
     expected = summed_in_falkordb(weighted, lists, over)
     chosen = choose_pool(weighted, {t: postings(p) for t, p in lists.items()}, over)
-    assert chosen == expected
+    assert [[cid, score, matched] for cid, _, score, matched in chosen] == expected
+    assert all(cid == f"chunk-{node:03d}" for cid, node, _, _ in chosen)
 
 
 def test_no_postings_no_pool():
@@ -61,3 +62,14 @@ def test_the_cache_is_bounded_by_postings_and_keyed_by_stamp():
     assert cache.held == 7
     cache.put("ns", "s2", {"b": postings([(2, 1.0)] * 2)})  # replaced, not added
     assert cache.held == 6
+
+
+def test_pool_rows_keep_the_chosen_order_and_drop_reused_nodes():
+    """Rows come back in any order; a node freed by a delete and reused by another chunk
+    since the postings were read is not taken for the chunk chosen."""
+    chosen = [("c-b", 2, 3.0, ["x"]), ("c-a", 1, 2.0, ["x", "y"]), ("c-c", 3, 1.0, ["y"]),
+              ("c-d", 4, 0.5, ["y"])]
+    rows = [[3, "m3", "c-c", "text c", 0, 6, 2], [1, "m1", "c-a", "text a", 0, 6, 2],
+            [2, "m2", "c-new", "reused", 0, 6, 1], [4, "m4", "c-d", "text d", 0, 6, None]]
+    assert pool_rows(chosen, rows, 2) == [["m1", "c-a", "text a", 2.0, 0, 6, ["x", "y"], 2],
+                                          ["m3", "c-c", "text c", 1.0, 0, 6, ["y"], 2]]
