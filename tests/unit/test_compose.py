@@ -43,3 +43,9 @@ def test_every_variable_is_a_setting():
         for key in SERVICES[name]["environment"]:
             assert key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):].lower() in fields, key
     assert SERVICES["mcp"]["environment"]["ZAPOMNI_MCP_TOKEN"].startswith("${ZAPOMNI_MCP_TOKEN:?")
+
+
+def test_falkordb_volume_holds_its_data_directory():
+    # the image's entrypoint runs redis-server with --dir "$FALKORDB_DATA_PATH", which is
+    # /var/lib/falkordb/data; a volume on /data would hold nothing of it
+    assert SERVICES["falkordb"]["volumes"] == ["falkordb-data:/var/lib/falkordb/data"]
