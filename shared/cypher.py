@@ -405,7 +405,7 @@ RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED
 GET_MEMORY = """
 MATCH (m:Memory {id: $id})
 RETURN m.id, m.text, m.tags, m.source, m.metadata, m.created_at, m.chunk_count, m.ready,
-       m.expires_at, """ + _LANDED
+       m.expires_at, m.task_id, """ + _LANDED
 
 COUNT_MEMORIES = """
 MATCH (m:Memory)

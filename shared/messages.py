@@ -396,7 +396,9 @@ class MemoryRecord(Lenient):
     metadata: dict[str, Any]
     created_at: str
     chunk_count: int
-    status: str  # "ready", "ingesting" or "expired" (left out of every other read)
+    # "ready", "ingesting" or "expired" (left out of every other read); "queued": added, its
+    # ingest not started yet (the front answers it from the task and its queued job)
+    status: str
     # update_memory: the newer version that replaced this one (absent while it is current)
     superseded_by: str | msgspec.UnsetType = msgspec.UNSET
     # every version, oldest first (absent when the memory has only one)
@@ -404,6 +406,8 @@ class MemoryRecord(Lenient):
     # while ingesting: the parts written (searchable) so far, of all (absent for a memory of
     # one part, and once it is ready)
     parts: PartsDone | msgspec.UnsetType = msgspec.UNSET
+    # while queued or ingesting: the task that writes it (graph_status shows how far it got)
+    task_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Stats(Lenient):

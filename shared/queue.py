@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 from arq.connections import ArqRedis
+from arq.jobs import Job
 from redis.asyncio import ConnectionPool
 
 from zapomni.shared import capacity
@@ -108,6 +109,20 @@ async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob, *,
                          bounded: bool = False) -> bool:
     """False when a job with this task id is already queued or ran recently."""
     return await enqueue(redis, settings, INGEST, job, job.task_id, bounded=bounded)
+
+
+async def queued_ingest(redis: ArqRedis, settings: Settings, task_id: str
+                        ) -> IngestJob | None:
+    """The ingest job of ``task_id`` as arq holds it (queued, or running: arq drops it
+    when it ends), or None when arq holds none."""
+    info = await Job(task_id, redis, _queue_name=settings.queue_name,
+                     _deserializer=deserialize).info()
+    if info is None or info.function != INGEST or not info.args:
+        return None
+    try:
+        return msgspec.convert(info.args[0], IngestJob)
+    except msgspec.ValidationError:
+        return None  # a job no worker could read either (it fails its task)
 
 
 async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import msgspec
@@ -21,8 +22,10 @@ from zapomni.shared.messages import (
     BuildGraph,
     DeleteReceipt,
     GraphJob,
+    IngestJob,
     MemoryRecord,
     MemoryRef,
+    PartsDone,
     Refused,
     TaskReceipt,
     TaskRecord,
@@ -33,6 +36,7 @@ from zapomni.shared.queue import (
     enqueue,
     enqueue_ingest,
     payload_size,
+    queued_ingest,
 )
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import metadata_digest
@@ -171,6 +175,45 @@ async def task_status(front: Front, task_id: str) -> TaskRecord:
         raise NotFound(f"task_id: {task_id} not found (task records are kept "
                        f"{front.settings.task_ttl_days} days)")
     return record
+
+
+async def get_memory(front: Front, ref: MemoryRef) -> MemoryRecord:
+    """The memory as stored, or, before its ingest has written it (queued, or being
+    chunked), as added: from its task record and the job arq holds (Redis only). Not found
+    when no ingest of it is under way."""
+    try:
+        return await front.query.call("/v1/memory", ref, MemoryRecord)
+    except NotFound:
+        record = await _owning_ingest(front, ref)
+        if record is not None and record.state == "done":  # written meanwhile: read again
+            return await front.query.call("/v1/memory", ref, MemoryRecord)
+        job = None
+        if record is not None and record.state in tasks.ACTIVE:
+            job = await redis_call(front, queued_ingest(front.redis, front.settings,
+                                                        record.task_id))
+        if record is None or job is None:
+            raise
+        return pending_memory(record, job)
+
+
+async def _owning_ingest(front: Front, ref: MemoryRef) -> TaskRecord | None:
+    owner = await redis_call(front, tasks.owner_task(front.redis, ref.namespace,
+                                                     ref.memory_id))
+    record = await redis_call(front, tasks.get_task(front.redis, owner)) if owner else None
+    return record if record is not None and record.kind == "ingest" else None
+
+
+def pending_memory(record: TaskRecord, job: IngestJob) -> MemoryRecord:
+    """A memory not written yet, as get_memory shows it: status "queued" until a worker
+    takes its job, then "ingesting"; its parts once it is split into more than one."""
+    parts = (PartsDone(done=record.done, total=record.total)
+             if record.parts_at and record.total > 1 else msgspec.UNSET)
+    return MemoryRecord(
+        memory_id=job.memory_id, namespace=job.namespace, text=job.text, tags=job.tags,
+        source=job.source, metadata=msgspec.json.decode(job.metadata_json),
+        created_at=datetime.fromtimestamp(job.created_at, UTC).isoformat(timespec="seconds"),
+        chunk_count=record.chunks, status="queued" if record.state == "queued" else "ingesting",
+        parts=parts, task_id=record.task_id)
 
 
 async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:

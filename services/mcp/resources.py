@@ -20,13 +20,12 @@ import msgspec
 from fastmcp import FastMCP
 from fastmcp.exceptions import ResourceError
 
-from zapomni.services.mcp.front import Front
+from zapomni.services.mcp.front import Front, get_memory
 from zapomni.shared.errors import Overloaded, Unavailable, ZapomniError
 from zapomni.shared.messages import (
     DEFAULT_NAMESPACE,
     ListRequest,
     MemoryPage,
-    MemoryRecord,
     MemoryRef,
     Stats,
     StatsRequest,
@@ -68,7 +67,7 @@ async def read_memory(front: Front, namespace: str, memory_id: str) -> str:
     with resource_read():
         ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                         namespace=check_namespace(namespace))
-        return _encode(await front.query.call("/v1/memory", ref, MemoryRecord)).decode()
+        return _encode(await get_memory(front, ref)).decode()
 
 
 PARTS = {"stats": read_stats, "recent": read_recent}

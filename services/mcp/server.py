@@ -235,13 +235,14 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool(**tool_spec(READ, MemoryRecord))
     async def get_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
-        """One memory: its full text, metadata, chunk count and status (ready or ingesting;
-        a large text ingesting in parts adds parts: {done, total}, the parts searchable so
-        far)."""
+        """One memory: its full text, metadata, chunk count and status: ready, queued
+        (added, waiting for a worker) or ingesting; while queued or ingesting it names its
+        task_id (graph_status shows progress), and a large text ingesting in parts adds
+        parts: {done, total}, the parts searchable so far."""
         with tool_call("get_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))
-            return plain(await live["front"].query.call("/v1/memory", ref, MemoryRecord))
+            return plain(await ops.get_memory(live["front"], ref))
 
     @mcp.tool(**tool_spec(DESTRUCTIVE, DeleteReceipt))
     async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:

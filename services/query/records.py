@@ -26,8 +26,8 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
     if not rows:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
-    memory_id, text, tags, source, metadata, created, chunk_count, ready, expires, landed = \
-        rows[0]
+    memory_id, text, tags, source, metadata, created, chunk_count, ready, expires, task_id, \
+        landed = rows[0]
     superseded_by, versions = await read_versions(store.graph(ref.namespace), memory_id)
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
@@ -36,6 +36,7 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
         status=status(ready, expires),
         superseded_by=superseded_by or msgspec.UNSET, versions=versions or msgspec.UNSET,
         parts=ingesting(landed if landed and landed[1] else None).get("parts", msgspec.UNSET),
+        task_id=task_id if not ready and task_id else msgspec.UNSET,
     )
 
 

@@ -72,6 +72,7 @@ async def test_parts_are_found_as_they_land_and_say_the_memory_is_ingesting(
     assert len(seen["wide"]) == settings.max_per_memory and seen["wide"][0].more
     memory = seen["memory"]
     assert (memory.status, memory.parts) == ("ingesting", PartsDone(done=2, total=total))
+    assert memory.task_id == receipt.task_id
     [found] = [m for m in seen["context"].memories if m.memory_id == receipt.memory_id][:1]
     assert (found.status, found.parts) == ("ingesting", PartsDone(done=2, total=total))
     task = seen["task"]

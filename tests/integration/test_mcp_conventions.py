@@ -108,6 +108,8 @@ async def test_every_answer_is_valid_against_its_schema(client, settings, tmp_pa
                          metadata={"tags": ["other"]})
     assert again["duplicate"] and again["metadata_changed"]
     await answer("graph_status", task_id=first["task_id"])  # queued
+    queued = await answer("get_memory", memory_id=first["memory_id"], namespace="kg")
+    assert (queued["status"], queued["task_id"]) == ("queued", first["task_id"])
     files = await answer("ingest_path", path=str(tmp_path / "notes"), namespace="kg")
     await run_workers(settings)
     walked = await answer("graph_status", task_id=files["task_id"])

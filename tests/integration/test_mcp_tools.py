@@ -4,11 +4,13 @@ query service."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from fastmcp import Client
 
 from tests.conftest import make_settings
+from tests.integration.test_races import Act
 from tests.support.graph import stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
@@ -173,6 +175,35 @@ async def test_wrong_types_unknown_and_missing_arguments_are_refused_in_our_word
     assert text.startswith(message), text
     assert "\n" not in text and "pydantic" not in text and "http" not in text
     assert await nothing_queued(aredis, settings)
+
+
+async def test_a_memory_not_yet_written_is_queued_then_ingesting_with_its_task(
+        client, settings):
+    text = "The harbour of Vesterby froze over in the winter of 1902."
+    added = await call(client, "add_memory", text=text, namespace="notes", metadata={
+        "tags": ["sea"], "source": "logbook", "captain": "Aino"})
+    queued = await call(client, "get_memory", memory_id=added["memory_id"], namespace="notes")
+    assert {k: queued[k] for k in ("status", "task_id", "text", "tags", "source", "metadata",
+                                   "chunk_count")} == {
+        "status": "queued", "task_id": added["task_id"], "text": text, "tags": ["sea"],
+        "source": "logbook", "metadata": {"captain": "Aino"}, "chunk_count": 0}
+    assert "parts" not in queued
+    resource = await client.read_resource(f"memory://notes/{added['memory_id']}")
+    assert json.loads(resource[0].text)["status"] == "queued"
+    seen = {}
+
+    async def look(job) -> None:  # a worker has taken the job; nothing is written yet
+        seen["running"] = await call(client, "get_memory", memory_id=added["memory_id"],
+                                     namespace="notes")
+        seen["stored"] = await stored(settings, "notes")
+
+    await run_workers(settings, checkpoint=Act("owned", look))
+    assert seen["stored"]["memories"] == 0
+    assert (seen["running"]["status"], seen["running"]["task_id"], seen["running"]["text"]) == (
+        "ingesting", added["task_id"], text)
+    ready = await call(client, "get_memory", memory_id=added["memory_id"], namespace="notes")
+    assert (ready["status"], ready["chunk_count"], ready["text"]) == ("ready", 1, text)
+    assert "task_id" not in ready
 
 
 async def test_unknown_ids_say_not_found(client):
