@@ -93,7 +93,8 @@ class Chunker:
         }
 
     def split(self, text: str, language: str = "",
-              progress: Callable[[float], None] | None = None) -> list[ChunkSpan]:
+              progress: Callable[[float], None] | None = None,
+              line_offset: int = 0) -> list[ChunkSpan]:
         """``language``: a key of LANGUAGES (see code_language); anything else is text, and a
         text of LARGE_TEXT characters or more is split by characters first (fast), telling
         ``progress`` the share done as it goes."""
@@ -105,7 +106,7 @@ class Chunker:
             pieces = (splitter or self._splitter).chunk_indices(text)
             counts = [len(enc.ids) for enc in self.tokenizer.encode_batch(
                 [p for _, p in pieces], add_special_tokens=False)]
-        lines = Lines(text)
+        lines = Lines(text, line_offset)
         spans = []
         for i, ((start, piece), tokens) in enumerate(zip(pieces, counts, strict=True)):
             end = start + len(piece)
@@ -116,13 +117,15 @@ class Chunker:
 
 
 class Lines:
-    """Where a text's lines start: the 1-based line of any character offset."""
+    """Where a text's lines start: the 1-based line of any character offset, counted after
+    the ``line_offset`` blank lines stripped from the front of the text as sent."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, line_offset: int = 0) -> None:
         self._newlines = [m.start() for m in _NEWLINE.finditer(text)]
+        self._offset = line_offset
 
     def line_of(self, offset: int) -> int:
-        return bisect.bisect_left(self._newlines, offset) + 1
+        return bisect.bisect_left(self._newlines, offset) + 1 + self._offset
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The first and last line (inclusive) of the characters ``start:end``."""

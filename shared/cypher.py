@@ -58,7 +58,8 @@ SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
     m.ready = CASE WHEN same THEN m.ready ELSE false END, m.task_id = $task_id, m.gen = $gen,
     m.landing = CASE WHEN same THEN m.landing ELSE null END,
     m.thread = $thread, m.importance = $importance, m.memory_type = $memory_type,
-    m.pinned = $pinned, m.expires_at = $expires_at, m.supersedes = $supersedes
+    m.pinned = $pinned, m.expires_at = $expires_at, m.supersedes = $supersedes,
+    m.line_offset = $line_offset
 RETURN count(m)
 """
 

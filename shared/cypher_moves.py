@@ -50,7 +50,7 @@ MATCH (m:Memory) WHERE m.id > $after AND m.id + '' > $after AND m.ready = true
 WITH m ORDER BY m.id LIMIT $limit
 RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at, m.thread,
        m.after, m.importance, m.memory_type, m.pinned, m.expires_at, m.supersedes,
-       m.superseded_by, m.access_count, m.accessed_at
+       m.superseded_by, m.access_count, m.accessed_at, m.line_offset
 """
 EXPORT_CHUNKS = """
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
@@ -74,7 +74,7 @@ SET m.namespace = $namespace, m.content_hash = r.content_hash, m.text = r.text,
     m.thread = r.thread, m.importance = r.importance, m.memory_type = r.memory_type,
     m.pinned = r.pinned, m.expires_at = r.expires_at, m.supersedes = r.supersedes,
     m.superseded_by = r.superseded_by, m.access_count = r.access_count,
-    m.accessed_at = r.accessed_at,
+    m.accessed_at = r.accessed_at, m.line_offset = r.line_offset,
     m.task_id = CASE WHEN m.ready THEN m.task_id ELSE $task_id END
 RETURN count(m)
 """

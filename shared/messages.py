@@ -64,6 +64,9 @@ class AddMemory(Base):
     expires_at: float = 0.0  # unix seconds; 0: never
     confidence: float | None = None  # 0-1; the write policy's minimum applies to it
     supersedes: str = ""  # update_memory: the memory id this text replaces
+    # the blank lines stripped from the front of the text: its first line is line
+    # line_offset + 1 of the text as sent (a file's), and chunks' lines count from there
+    line_offset: int = 0
 
 
 Scalar = str | int | float | bool
@@ -165,6 +168,7 @@ class IngestJob(Job):
     pinned: bool = False
     expires_at: float = 0.0  # 0: never
     supersedes: str = ""  # the memory this one replaces once it is searchable
+    line_offset: int = 0  # AddMemory.line_offset
 
 
 class ChunkSpan(Lenient):
@@ -173,8 +177,8 @@ class ChunkSpan(Lenient):
     char_start: int
     char_end: int
     tokens: int
-    # 1-based lines of the memory's text the chunk spans, inclusive (0: not computed, a
-    # part job written before lines were)
+    # 1-based lines of the text as sent the chunk spans, inclusive: the memory's text
+    # starts on line line_offset + 1 (0: not computed, a part job written before lines were)
     start_line: int = 0
     end_line: int = 0
 
@@ -500,6 +504,7 @@ class UpdateMemory(Base):
     namespace: Namespace = DEFAULT_NAMESPACE
     text: str | None = None  # a new text: a new version that supersedes this one
     content_hash: str = ""  # of the new text
+    line_offset: int = 0  # of the new text (AddMemory.line_offset)
     # top-level keys to set; a key set to null is removed (a JSON merge patch)
     patch: dict[str, Any] | None = None
 
@@ -718,6 +723,7 @@ class ExportedMemory(Base, kw_only=True):
     superseded_by: str = ""  # and the one that replaced it
     access_count: int = 0
     accessed_at: float | None = None
+    line_offset: Annotated[int, Meta(ge=0)] = 0  # AddMemory.line_offset
     chunks: list[ExportedChunk] = []
 
 

@@ -310,11 +310,18 @@ def memory_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
     return {"tags": tags, "source": source, "metadata_json": rest, "thread": thread, **extra}
 
 
+def line_offset(text: str) -> int:
+    """The lines before a text's first non-blank one, which normalise_text strips: a
+    file's lines are counted from there (start_line/end_line)."""
+    return text[: len(text) - len(text.lstrip())].count("\n")
+
+
 def decode_add_memory(text: Any, metadata: Any, namespace: Any, where: str = "") -> AddMemory:
     """Tool arguments of add_memory -> AddMemory (``where`` prefixes field names in errors)."""
     ns = check_namespace(namespace)
-    text, content_hash = normalise_text(text, f"{where}text")
-    return AddMemory(text=text, content_hash=content_hash, namespace=ns,
+    stripped, content_hash = normalise_text(text, f"{where}text")
+    return AddMemory(text=stripped, content_hash=content_hash, namespace=ns,
+                     line_offset=line_offset(text),
                      **memory_metadata(metadata, f"{where}metadata"))
 
 
@@ -404,5 +411,5 @@ def decode_update(memory_id: Any, text: Any, metadata: Any, namespace: Any) -> U
         if reserved:
             raise InvalidInput(f"metadata: reserved key(s) {', '.join(reserved)}; rename them")
     return UpdateMemory(memory_id=mid, namespace=ns, text=new_text, content_hash=content_hash,
-                        patch=metadata)
+                        line_offset=0 if text is None else line_offset(text), patch=metadata)
 

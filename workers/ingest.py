@@ -98,7 +98,7 @@ async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
     with metrics.STAGE_SECONDS.labels("chunk").time():
         split = asyncio.ensure_future(asyncio.to_thread(
             res.chunker.split, job.text, code_language(job.metadata_json),
-            lambda done: share.__setitem__(0, done)))
+            lambda done: share.__setitem__(0, done), job.line_offset))
         while not (await asyncio.wait({split}, timeout=CHUNK_REPORT_S))[0]:
             await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
                              heartbeat_at=time.time(), message=f"chunking: {share[0]:.0%}")

@@ -100,7 +100,8 @@ def memory_row(m: ExportedMemory, chunk_count: int) -> dict:
             "thread": m.thread, "importance": m.importance, "memory_type": m.memory_type,
             "pinned": m.pinned, "expires_at": m.expires_at or None,
             "supersedes": m.supersedes, "superseded_by": m.superseded_by or None,
-            "access_count": m.access_count or None, "accessed_at": m.accessed_at}
+            "access_count": m.access_count or None, "accessed_at": m.accessed_at,
+            "line_offset": m.line_offset or None}
 
 
 async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkSpan]],
@@ -112,8 +113,8 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
                      "text": c.text, "char_start": c.char_start, "char_end": c.char_end,
                      "tokens": c.tokens, "words": count_words(c.text),
                      "start_line": first, "end_line": last, "vec": params[at + i]}
-                    for i, (c, (first, last)) in enumerate(zip(chunks, line_spans(m.text, chunks),
-                                                               strict=True)))
+                    for i, (c, (first, last)) in enumerate(zip(
+                        chunks, line_spans(m.text, chunks, m.line_offset), strict=True)))
         at += len(chunks)
     await run_query(graph, cypher_moves.IMPORT_MEMORIES, {
         "rows": [memory_row(m, len(s)) for m, s in zip(job.memories, spans, strict=True)],
@@ -133,9 +134,11 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     await stamp_writes(graph)  # new chunks: document frequencies are counted again
 
 
-def line_spans(text: str, chunks: list[ChunkSpan]) -> list[tuple[int, int]]:
-    """Each chunk's first and last line in its memory's text (a file's chunks carry none)."""
-    lines = Lines(text)
+def line_spans(text: str, chunks: list[ChunkSpan], line_offset: int = 0
+               ) -> list[tuple[int, int]]:
+    """Each chunk's first and last line in the text as sent (an export file's chunks carry
+    none; the memory's text starts after ``line_offset`` stripped lines)."""
+    lines = Lines(text, line_offset)
     return [lines.span(c.char_start, c.char_end) for c in chunks]
 
 

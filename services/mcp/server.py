@@ -220,7 +220,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         {"tags": [..] (any), "tags_all": [..], "source": "..", "source_prefix": "src/app/"
         (every source that starts with it), "after": "2026-01-01", "before":
         "2026-02-01T12:00:00Z", "metadata": {"key": "value"} (equality)}. start_line and
-        end_line: the lines of the memory's text the passage spans (1-based, inclusive).
+        end_line: the lines of the text as added the passage spans (1-based, inclusive;
+        blank lines before its first line count, so a file's own lines).
         rank: "relevance" (default: the best match first) or "memory": the best matches
         re-ordered by a blend, by default 0.4 relevance + 0.3 recency (halves every 30 days
         since the memory was added) + 0.2 frequency (how often search has returned it) +

@@ -126,7 +126,7 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
     check_current(old)
     memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
                        namespace=request.namespace, supersedes=request.memory_id,
-                       **merged_fields(old, request.patch))
+                       line_offset=request.line_offset, **merged_fields(old, request.patch))
     receipt = await ops.add_memory(front, memory)
     if isinstance(receipt, Refused):  # the namespace's write policy: nothing was stored
         return UpdateReceipt(memory_id=request.memory_id, task_id=None, status="refused",

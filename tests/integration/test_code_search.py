@@ -1,20 +1,27 @@
 """Source code through the real MCP server, query service, FalkorDB and arq workers: code
-memories are chunked on their syntax, their hits say which lines they are, and
+memories are chunked on their syntax, their hits say which lines they are (of the file as
+sent, blank lines before its first line included, through moves and updates), and
 source_prefix keeps the results under a folder."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 from fastmcp import Client
 
 from tests.conftest import make_settings
 from tests.support.mcp import call, error
-from tests.support.workers import add_text, run_workers
+from tests.support.workers import add_text, run_workers, wait_tasks
+from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.export import export_namespace
+from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp.server import build_server
 from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.queue import connect_queue
 
 CODE = Path(__file__).parents[1] / "data" / "code"
 PYTHON = (CODE / "inventory.py").read_text()
@@ -111,3 +118,78 @@ async def test_chunks_stored_before_lines_were_recorded_answer_with_null(client,
     found = await call(client, "search_memory", query="cheapest item", mode="keyword")
     assert found["results"]
     assert all(h["start_line"] is None and h["end_line"] is None for h in found["results"])
+
+
+def check_lines(hits: list[dict], files: dict[str, str]) -> int:
+    """Each hit's start_line..end_line are the lines of its file (by source) that hold its
+    text; the number of hits checked."""
+    checked = 0
+    for hit in hits:
+        lines = files[hit["source"]].split("\n")
+        held = "\n".join(lines[hit["start_line"] - 1 : hit["end_line"]])
+        assert hit["text"] in held, (hit["source"], hit["start_line"], hit["text"][:60])
+        assert hit["end_line"] - hit["start_line"] == hit["text"].count("\n")
+        checked += 1
+    return checked
+
+
+async def lines_found(client: Client, files: dict[str, str], namespace: str = "default"
+                      ) -> int:
+    found = await call(client, "search_memory", query="cheapest item inventory value",
+                       mode="keyword", limit=20, namespace=namespace)
+    return check_lines([h for h in found["results"] if h["source"] in files], files)
+
+
+async def move(settings, source: str, target: str) -> None:
+    """zapomni export of ``source``, then zapomni import of the file into ``target``."""
+    out = io.BytesIO()
+    await export_namespace(settings, source, out, vectors=True, show=False)
+    path = Path(settings.ingest_roots) / "export.jsonl.gz"
+    path.write_bytes(out.getvalue())
+    redis = connect_queue(settings)
+    try:
+        task_id, _ = await queue_import(settings, redis, path, target,
+                                        Progress("t", 0, "", quiet=True))
+        await run_workers(settings)
+        await wait_tasks(redis, [task_id])
+    finally:
+        await redis.aclose()
+
+
+async def test_files_starting_with_blank_lines_keep_their_lines(settings, query_service,
+                                                                tmp_path):
+    """A file that starts with blank lines is stored stripped; its hits still name the
+    file's own lines, after an export and import and after updates."""
+    settings = msgspec.structs.replace(settings, ingest_roots=str(tmp_path))
+    ingested = "\n\n\n  \n" + PYTHON  # four lines before the first line of code
+    (tmp_path / "inventory.py").write_text(ingested)
+    sent = "\n\n" + GO
+    files = {"inventory.py": ingested, "src/lib/inventory.go": sent}
+    async with Client(build_server(settings)) as client:
+        await call(client, "ingest_path", path=str(tmp_path), include=["*.py"])
+        added = await call(client, "add_memory", text=sent, metadata={
+            "source": "src/lib/inventory.go", "language": "go"})
+        await run_workers(settings)
+        assert await lines_found(client, files) >= 4
+
+        await move(settings, "default", "copy")
+        assert await lines_found(client, files, "copy") >= 4
+
+        await call(client, "update_memory", memory_id=added["memory_id"],
+                   metadata={"importance": 0.9})
+        await run_workers(settings)
+        assert await lines_found(client, files) >= 4
+        files["src/lib/inventory.go"] = "\n" + GO.replace("package inventory", "package stock")
+        await call(client, "update_memory", memory_id=added["memory_id"],
+                   text=files["src/lib/inventory.go"])
+        files["inventory.py"] = "\n" * 7 + PYTHON.replace("cheapest", "cheapest_item")
+        (tmp_path / "inventory.py").write_text(files["inventory.py"])
+        again = await call(client, "ingest_path", path=str(tmp_path), include=["*.py"])
+        await run_workers(settings)
+        walked = await call(client, "graph_status", task_id=again["task_id"])
+        assert walked["files"]["replaced"] == 1, walked
+        found = await call(client, "search_memory", query="cheapest item inventory value",
+                           mode="keyword", limit=20)
+        hits = [h for h in found["results"] if h["source"] in files]
+        assert {h["source"] for h in hits} == set(files)
+        assert check_lines(hits, files) >= 4

@@ -105,6 +105,10 @@ def test_line_of_an_offset():
 def test_text_chunks_carry_lines_too(chunker):
     chunks = chunker.split("first line\nsecond line\nthird")
     assert [(c.start_line, c.end_line) for c in chunks] == [(1, 3)]
+    # a text whose 4 blank lines were stripped: its lines are the file's
+    shifted = chunker.split("first line\nsecond line\nthird", line_offset=4)
+    assert [(c.start_line, c.end_line) for c in shifted] == [(5, 7)]
+    assert Lines("ab\ncd", 2).span(3, 5) == (4, 4)
 
 
 @pytest.mark.parametrize(("metadata", "language"), [

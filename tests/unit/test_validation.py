@@ -35,6 +35,16 @@ def test_add_memory_strips_text_and_splits_metadata():
     assert json.loads(memory.metadata_json) == {"page": 3, "thread": "t"}
     assert memory.thread == "t"
     assert len(memory.content_hash) == 64
+    assert memory.line_offset == 0
+
+
+def test_blank_lines_stripped_from_the_front_are_counted_not_hashed():
+    plain = decode_add_memory("def f():\n    pass", None, None)
+    padded = decode_add_memory("\n \r\n\t\n  def f():\n    pass\n\n", None, None)
+    assert (padded.text, padded.content_hash) == (plain.text, plain.content_hash)
+    assert (plain.line_offset, padded.line_offset) == (0, 3)
+    update = decode_update("mem_" + "0" * 32, "\n\nnew text", None, None)
+    assert (update.text, update.line_offset) == ("new text", 2)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
