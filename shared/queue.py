@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 from arq.connections import ArqRedis
-from arq.jobs import Job
+from arq.constants import job_key_prefix
+from arq.jobs import DeserializationError, deserialize_job
 from redis.asyncio import ConnectionPool
 
 from zapomni.shared import capacity
@@ -111,17 +112,18 @@ async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob, *,
     return await enqueue(redis, settings, INGEST, job, job.task_id, bounded=bounded)
 
 
-async def queued_ingest(redis: ArqRedis, settings: Settings, task_id: str
-                        ) -> IngestJob | None:
+async def queued_ingest(redis: ArqRedis, task_id: str) -> IngestJob | None:
     """The ingest job of ``task_id`` as arq holds it (queued, or running: arq drops it
-    when it ends), or None when arq holds none."""
-    info = await Job(task_id, redis, _queue_name=settings.queue_name,
-                     _deserializer=deserialize).info()
-    if info is None or info.function != INGEST or not info.args:
+    when it ends), or None when arq holds none. One GET."""
+    raw = await redis.get(job_key_prefix + task_id)
+    if raw is None:
         return None
     try:
-        return msgspec.convert(info.args[0], IngestJob)
-    except msgspec.ValidationError:
+        job = deserialize_job(raw, deserializer=deserialize)
+        if job.function != INGEST or not job.args:
+            return None
+        return msgspec.convert(job.args[0], IngestJob)
+    except (DeserializationError, msgspec.ValidationError):
         return None  # a job no worker could read either (it fails its task)
 
 

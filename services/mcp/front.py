@@ -189,8 +189,7 @@ async def get_memory(front: Front, ref: MemoryRef) -> MemoryRecord:
             return await front.query.call("/v1/memory", ref, MemoryRecord)
         job = None
         if record is not None and record.state in tasks.ACTIVE:
-            job = await redis_call(front, queued_ingest(front.redis, front.settings,
-                                                        record.task_id))
+            job = await redis_call(front, queued_ingest(front.redis, record.task_id))
         if record is None or job is None:
             raise
         return pending_memory(record, job)
