@@ -27,6 +27,8 @@ def tree(tmp_path: Path) -> Path:
     (root / "docs" / "report.pdf").write_bytes(
         make_pdf(["The beacon uses a fresnel lens."], "Lens Report"))
     (root / "docs" / "log.docx").write_bytes(make_docx(["The kittiwake nests."], "Keeper Log"))
+    lamp = root / "code" / "lamp.py"
+    lamp.write_text("\n\n\n" + lamp.read_text())  # the code starts on line 4
     return root
 
 
@@ -73,6 +75,9 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         memory = await call(client, "get_memory", memory_id=first["code/lamp.py"])
         assert memory["metadata"]["language"] == "python"
         assert memory["metadata"]["type"] == "code"
+        [hit] = (await call(client, "search_memory", query="albatross wick",
+                            mode="keyword", filters={"source": "code/lamp.py"}))["results"]
+        assert (hit["start_line"], hit["end_line"]) == (4, 6)
 
         code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url)
         assert out.splitlines()[0] == ("added 0, unchanged 12, replaced 0, pruned 0, "
