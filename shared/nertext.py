@@ -13,11 +13,25 @@ entity mention is given: on technical text (where ``ner_text`` blanked code, lin
 the model's types are wrong more often than right (docs/benchmarks.md, "Knowledge graph"),
 so there only a person's name keeps its type and the rest are "unknown" — no type rather
 than a wrong one. An entity's type is the one most of its mentions have.
+
+``kept`` asks a name for evidence that it is one before it is shown: a wrong entity costs a
+user more than a missed one. Anywhere, a name needs a capital letter, a single word must not
+also be written in lower case in the same chunk ("Format" beside "format"), and code words
+(``None``, ``ValueError``) are not names. On technical text, where the model takes a
+changelog's verbs and a docstring's class names for names, a single word must also be a
+proper noun to the tagger and, at the head of a sentence or line, be written capitalised
+mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog line is a verb,
+"Avery" mid-sentence is a name); an all-caps word of five characters or more is a constant or
+shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it ran a name into
+the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a Wikipedia
+paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
+each rule removed on the judged samples.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 UNKNOWN = "unknown"
 
@@ -135,3 +149,57 @@ def shown_type(kind: str, name: str, technical: bool) -> str:
     if kind == "person" and 2 <= len(words) <= 4 and all(map(_TITLE_WORD.match, words)):
         return kind
     return UNKNOWN
+
+
+# literals of Python and C, and class names of exceptions: code in prose, never names
+_CODE_WORDS = frozenset({"None", "True", "False", "NULL", "Ellipsis", "NotImplemented"})
+_EXCEPTION = re.compile(r"[A-Za-z\d](?:Error|Exception|Warning)$")
+_ALL_CAPS = re.compile(r"^[A-Z][A-Z\d]*$")
+_LOUD = 5  # an all-caps word this long or longer is read as a constant or shouting
+_PROPER = frozenset({"NNP", "NNPS"})  # the tagger's proper nouns (Penn Treebank tags)
+_HEADS = frozenset(".!?:;*-•>)#")  # a word after one of these begins a sentence or item
+
+
+def at_head(text: str, at: int) -> bool:
+    """Whether the word at offset ``at`` of ``text`` begins its line, a sentence or a list
+    item: only blanks before it on its line, or sentence or list punctuation."""
+    line = text[text.rfind("\n", 0, at) + 1:at].rstrip()
+    return not line or line[-1] in _HEADS
+
+
+def _occurrences(word: str, text: str, flags: int = 0) -> list[int]:
+    return [m.start() for m in re.finditer(
+        r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", text, flags)]
+
+
+def capitalised_inside(word: str, text: str) -> bool:
+    """Whether ``text`` has ``word`` as written somewhere not at the head of a sentence."""
+    return any(not at_head(text, at) for at in _occurrences(word, text))
+
+
+def written_lower(word: str, text: str) -> bool:
+    """Whether ``text`` has ``word`` in lower case as a word of its own."""
+    lower = word.lower()
+    return lower != word and bool(_occurrences(lower, text))
+
+
+def code_word(name: str) -> bool:
+    return name in _CODE_WORDS or bool(_EXCEPTION.search(name))
+
+
+def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool) -> bool:
+    """Whether a find that ``is_name`` is shown: ``tags`` are its words' part-of-speech tags,
+    ``head`` says it begins a sentence or line, ``text`` is its chunk (as the model read it).
+    See the module's docstring for the rules and why."""
+    single = " " not in name
+    if name.lower() == name or code_word(name) or (single and written_lower(name, text)):
+        return False
+    if not technical:
+        return True
+    if not single:
+        return not any(tag.startswith("VB") for tag in tags)
+    if _ALL_CAPS.match(name):
+        return len(name) < _LOUD
+    if not _PROPER.intersection(tags):
+        return False
+    return not head or capitalised_inside(name, text)

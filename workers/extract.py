@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zapomni.shared.entities import clean_name, entity_key, entity_type
-from zapomni.shared.nertext import is_name, ner_text, shown_type
+from zapomni.shared.nertext import at_head, is_name, kept, ner_text, shown_type
 
-# NER needs tok2vec and ner; the sentencizer (rules) finds sentences for co-occurrence
-UNUSED_PIPES = ("tagger", "parser", "lemmatizer", "attribute_ruler", "senter")
+# NER needs tok2vec and ner, the name rules the tagger's proper nouns (nertext.kept); the
+# sentencizer (rules) finds sentences for co-occurrence
+UNUSED_PIPES = ("parser", "lemmatizer", "attribute_ruler", "senter")
 MAX_PAIRS_PER_SENTENCE = 45  # ten entities in a sentence; more is a list, not a relation
 PARAGRAPHS = re.compile(r"\n\s*\n")
 BLANKED = re.compile(r"\S[^\S\n]{3,}\S")  # a "name" across blanked code or markup: two things
@@ -70,10 +71,11 @@ class EntityModel:
         """The model reads each text with its code, links and markup blanked (ner_text), in
         paragraphs (split at blank lines) apart: otherwise a title line runs into the first
         sentence ("Harris W. Fawell Fawell")."""
-        owners, paragraphs, technical = [], [], []
+        owners, paragraphs, technical, chunks = [], [], [], []
         for i, text in enumerate(texts):
             cleaned, code_seen = ner_text(text)
             technical.append(code_seen)
+            chunks.append(cleaned)
             for paragraph in PARAGRAPHS.split(cleaned):
                 if paragraph.strip():
                     owners.append(i)
@@ -83,7 +85,7 @@ class EntityModel:
                               strict=True):
             if self.closing.is_set():
                 raise ModelClosed("the worker is stopping")
-            merge(found[owner], chunk_entities(doc, technical[owner]))
+            merge(found[owner], chunk_entities(doc, technical[owner], chunks[owner]))
         return found
 
 
@@ -115,10 +117,12 @@ def check_model(name: str) -> None:
             "ZAPOMNI_SPACY_MODEL to an installed one")
 
 
-def chunk_entities(doc, technical: bool = False) -> ChunkEntities:
-    """The entities a paragraph mentions that are names (is_name), each with the type most of
-    its mentions here have (the first seen on a tie; shown_type: "unknown" where the model's
-    type is not to be trusted), and the pairs that share a sentence."""
+def chunk_entities(doc, technical: bool = False, chunk: str | None = None) -> ChunkEntities:
+    """The entities a paragraph mentions that are names (is_name) with evidence in their
+    chunk (nertext.kept; ``chunk``: the whole chunk as the model read it, else the
+    paragraph), each with the type most of its mentions here have (the first seen on a tie;
+    shown_type: "unknown" where the model's type is not to be trusted), and the pairs that
+    share a sentence."""
     found = ChunkEntities()
     types: dict[str, Counter[str]] = {}
     for sentence in doc.sents:
@@ -127,6 +131,9 @@ def chunk_entities(doc, technical: bool = False) -> ChunkEntities:
             kind = entity_type(ent.label_)
             name, key = clean_name(ent.text), entity_key(ent.text)
             if kind is None or len(key) < 2 or not is_name(name) or BLANKED.search(ent.text):
+                continue
+            if not kept(name, [t.tag_ for t in ent], heads(sentence, ent),
+                        doc.text if chunk is None else chunk, technical):
                 continue
             types.setdefault(key, Counter())[shown_type(kind, name, technical)] += 1
             if key not in found.mentions:
@@ -138,3 +145,11 @@ def chunk_entities(doc, technical: bool = False) -> ChunkEntities:
         kind, _ = types[key].most_common(1)[0]
         found.mentions[key] = (name, kind, types[key].total())
     return found
+
+
+def heads(sentence, ent) -> bool:
+    """Whether an entity begins its sentence (its first word that is not blank), its line or
+    a list item."""
+    first = next((token for token in sentence if not token.is_space), None)
+    return (first is not None and first.i == ent.start) or at_head(ent.doc.text,
+                                                                   ent.start_char)

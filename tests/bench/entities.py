@@ -2,17 +2,21 @@
 score a judged sample.
 
     ./dev bench entities score tests/data/entity_judgements_fresh.jsonl
-    ./dev bench entities draw --out FILE [--per-source 4] [--total 330] [--seed 25]
+    ./dev bench entities draw --out FILE [--sources first|more] [--per-source 4] [--total 330]
+                              [--seed 25]
     ./dev bench entities rejudge tests/data/entity_judgements.jsonl
 
 ``score`` recomputes precision from a judged file: name-only (the name is a whole, real
 name), and name and type (the name is right and the type shown is right; "unknown", no type,
 is never a wrong type), with the share of entities that show a type at all.
 ``draw`` runs the worker's extractor (workers/extract.py: text cleaning, NER, the type rule)
-over text it was never tuned on — the changelogs, NEWS and READMEs under /usr/share/doc of
-Debian packages under permissive licences, and the module docstrings of Python's standard
-library — and writes candidates to judge: each entity of a source once, its type the one
-most of its mentions have, with the text around its first mention.
+over text it was never tuned on and writes candidates to judge: each entity of a source once,
+its type the one most of its mentions have, with the text around its first mention.
+``--sources first`` (the second sample's): the first changelog, NEWS or README under
+/usr/share/doc of each Debian package under a permissive licence, and the docstrings of the
+modules at the top of Python's standard library; ``--sources more`` (the third's): every
+other text file under those folders, and the docstrings of the modules inside the standard
+library's packages (``email/``, ``asyncio/``...).
 ``rejudge`` (tuning) runs today's extractor over the sources of an older judged sample and
 scores the entities it still finds that the sample judged; the rest are counted, not guessed.
 Writes tests/bench/results/entities.json.
@@ -29,9 +33,11 @@ import re
 import sys
 import sysconfig
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
+from zapomni.shared.entities import entity_key
 from zapomni.shared.nertext import UNKNOWN
 from zapomni.workers.extract import EntityModel
 
@@ -54,42 +60,71 @@ def read_doc(path: Path) -> str:
     return raw.decode("utf-8", "replace")[:MAX_CHARS]
 
 
-def debian_docs() -> dict[str, tuple[str, str]]:
-    """source -> (licence, text): one documentation file per permissively licensed package."""
-    found = {}
+# not prose: pictures, typeset documents, code, data; Debian's own packaging notes
+NOT_TEXT = re.compile(r"\.(?:gif|png|jpe?g|svg|ico|pdf|ps|dvi|html?|css|js|json|xml|c|h|cc|"
+                      r"cpp|pl|py|sh|java|rb|tcl|el|in|m4|mk|am|cmake|yml|yaml|toml)(?:\.gz)?$|"
+                      r"^(?:copyright|changelog\.Debian.*|NEWS\.Debian.*|README\.Debian.*|"
+                      r"TODO\.Debian.*|README\.source|BUILD|Makefile|.*LICEN[CS]E.*|"
+                      r"COPYING.*|NOTICE.*|build_signature.*)$", re.I)
+
+
+def permissive_packages() -> Iterator[tuple[Path, str]]:
+    """(folder, licence) of each Debian package whose copyright file names a permissive
+    licence and no GPL."""
     for folder in sorted(DOCS.iterdir()):
         copyright_file = folder / "copyright"
         if not copyright_file.is_file() or folder.is_symlink():
             continue
         licence = next((line[8:].strip() for line in copyright_file.read_text(
             errors="replace").splitlines() if line.startswith("License:")), "")
-        if not PERMISSIVE.search(licence) or "GPL" in licence:
-            continue
-        for name in DOC_FILES:
-            if (folder / name).is_file():
-                text = read_doc(folder / name)
-                if len(text) > 200:
-                    found[f"Debian package {folder.name}, /usr/share/doc/{folder.name}/"
-                          f"{name}"] = (licence, text)
-                break
+        if PERMISSIVE.search(licence) and "GPL" not in licence:
+            yield folder, licence
+
+
+def debian_docs(more: bool = False) -> dict[str, tuple[str, str]]:
+    """source -> (licence, text): the first documentation file (DOC_FILES) of each
+    permissively licensed package, or with ``more`` every other text file (NOT_TEXT), each
+    text once (packages built from one source share files)."""
+    found, seen = {}, set()
+    for folder, licence in permissive_packages():
+        first = next((folder / name for name in DOC_FILES if (folder / name).is_file()), None)
+        paths = ([first] if first else []) if not more else [
+            path for path in sorted(folder.rglob("*")) if path.is_file()
+            and not path.is_symlink() and path != first and not NOT_TEXT.search(path.name)]
+        for path in paths:
+            text = read_doc(path)
+            if len(text) > 200 and not (more and (text in seen or "\x00" in text)):
+                seen.add(text)
+                found[f"Debian package {folder.name}, /usr/share/doc/{folder.name}/"
+                      f"{path.relative_to(folder)}"] = (licence, text)
     return found
 
 
-def stdlib_docstrings() -> dict[str, tuple[str, str]]:
-    """source -> (licence, text): the docstrings of one standard-library module."""
+def docstrings(path: Path) -> str:
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except SyntaxError:
+        return ""
+    docs = [ast.get_docstring(node) or "" for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
+    return "\n\n".join(d for d in docs if d)[:MAX_CHARS]
+
+
+def stdlib_docstrings(more: bool = False) -> dict[str, tuple[str, str]]:
+    """source -> (licence, text): the docstrings of one standard-library module; with
+    ``more``, of the modules inside its packages (not tests, IDLE or installed packages)."""
     root = Path(sysconfig.get_paths()["stdlib"])
+    paths = sorted(root.glob("*/**/*.py")) if more else sorted(root.glob("*.py"))
     found = {}
-    for path in sorted(root.glob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except SyntaxError:
+    for path in paths:
+        parts = path.relative_to(root).parts
+        if more and ({"test", "tests", "idlelib", "site-packages", "turtledemo"} & set(parts)
+                     or parts[0].startswith(("config-", "__phello__", "lib2to3"))):
             continue
-        docs = [ast.get_docstring(node) or "" for node in ast.walk(tree)
-                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
-        text = "\n\n".join(d for d in docs if d)[:MAX_CHARS]
+        text = docstrings(path)
         if len(text) > 200:
             found[f"Python {sys.version_info.major}.{sys.version_info.minor} standard library, "
-                  f"docstrings of {path.name}"] = ("PSF-2.0", text)
+                  f"docstrings of {'/'.join(parts)}"] = ("PSF-2.0", text)
     return found
 
 
@@ -153,7 +188,8 @@ def score(rows: list[dict]) -> dict:
 
 def draw(args: argparse.Namespace) -> dict:
     model = EntityModel(MODEL)
-    sources = {**debian_docs(), **stdlib_docstrings()}
+    more = args.sources == "more"
+    sources = {**debian_docs(more), **stdlib_docstrings(more)}
     rng = random.Random(args.seed)
     rows = []
     for source, (licence, text) in sorted(sources.items()):
@@ -174,13 +210,15 @@ def rejudge(path: Path) -> dict:
     "unknown" or the one judged right)."""
     judged = [json.loads(line) for line in path.open()]
     model = EntityModel(MODEL)
-    texts = package_readmes({r["source"] for r in judged})
-    from zapomni.shared.entities import entity_key
+    wanted = {r["source"] for r in judged}
+    texts = {source: text for source, text in {
+        **package_readmes(wanted), **debian_docs(), **debian_docs(more=True),
+        **stdlib_docstrings(), **stdlib_docstrings(more=True)}.items() if source in wanted}
     now = {(source, row["key"]): row for source, (_, text) in texts.items()
            for row in entities(model, text)}
     kept = []
     for r in judged:
-        row = now.get((r["source"], entity_key(r["name"])))
+        row = now.get((r["source"], r.get("key") or entity_key(r["name"])))
         if row is not None:
             same = row["type"] == r["type"]
             kept.append({**r, "type": row["type"], "old_type": r["type"],
@@ -200,6 +238,7 @@ def main() -> None:
     p.add_argument("file", type=Path)
     p = sub.add_parser("draw")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--sources", choices=("first", "more"), default="first")
     p.add_argument("--per-source", type=int, default=4)
     p.add_argument("--total", type=int, default=330)
     p.add_argument("--seed", type=int, default=25)

@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zapomni.shared.nertext import UNKNOWN, is_name, ner_text, shown_type
+from zapomni.shared.nertext import (
+    UNKNOWN,
+    at_head,
+    capitalised_inside,
+    is_name,
+    kept,
+    ner_text,
+    shown_type,
+    written_lower,
+)
 from zapomni.workers.extract import EntityModel
 
 README = """# Quick Start
@@ -49,9 +58,9 @@ def test_what_is_not_prose_is_blanked_and_offsets_hold():
                  "src/zorblax/cli.py", "Grzegorz", "Paris", "#", "**Helena", "`zorblax"):
         assert gone not in words, gone
     # the text of a link and the prose stay where they were
-    for kept in ("the Zorblax guide", "Helena Varga", "Tidelift", "Helena Varga moved to Vienna."):
-        assert kept in cleaned
-        assert cleaned.index(kept) == README.index(kept)
+    for stays in ("the Zorblax guide", "Helena Varga", "Tidelift", "Helena Varga moved to Vienna."):
+        assert stays in cleaned
+        assert cleaned.index(stays) == README.index(stays)
 
 
 def test_prose_is_left_alone():
@@ -103,3 +112,88 @@ def test_the_extractor_finds_no_entity_in_code_links_or_paths(model):
     assert all(is_name(name) for name in names)
     assert all(kind in ("person", UNKNOWN)
                for _, kind, _ in found.mentions.values())
+
+
+# ---- evidence that a name is one (nertext.kept) -------------------------------------------
+
+CHANGELOG = """Version 2.1 (`zorblax --serve` now listens on IPv6)
+
+- Avoid a crash when Helena Varga's config is empty.
+- Format help with indented sections.
+- Zorblax now builds with GCC on Windows; thanks to Helena Varga.
+- Reading SIGKILL from the EXPRESS table raises ValueError when the value is None.
+- Fixed by Olaf Kirch Signed-off in release notes.
+"""
+PROSE = "Vienna is the capital of Austria. Helena Varga moved to Vienna in 1990."
+capitalised = st.from_regex(r"[A-Z][a-z]{2,9}", fullmatch=True)
+spaces = st.text(" \t", max_size=3)
+
+
+@given(st.from_regex(r"[a-z][a-z0-9 .-]{1,20}", fullmatch=True), st.booleans())
+def test_a_name_without_a_capital_letter_is_never_shown(name, technical):
+    assert not kept(name, ["NNP"], False, f"we use {name} daily", technical)
+
+
+@given(capitalised, st.booleans(), st.booleans())
+def test_a_word_also_written_in_lower_case_in_its_chunk_is_not_a_name(word, head, technical):
+    text = f"See {word} here. The {word.lower()} is what it does."
+    assert written_lower(word, text)
+    assert not kept(word, ["NNP"], head, text, technical)
+    # a longer word that only contains it is not the word
+    assert kept(word, ["NNP"], False, f"See {word} here. The {word.lower()}s do.", False)
+
+
+@pytest.mark.parametrize("name", ["None", "True", "False", "NULL", "ValueError",
+                                  "IOException", "UserWarning"])
+def test_code_words_are_not_names(name):
+    assert not kept(name, ["NNP"], False, f"It gives {name} back.", technical=False)
+
+
+@given(spaces, capitalised, st.sampled_from(["", "- ", "* ", "1) ", "Done. ", "Note: "]))
+def test_a_word_at_the_head_of_a_line_or_sentence_is_at_its_head(indent, word, lead):
+    text = f"first line\n{indent}{lead}{word} rest"
+    assert at_head(text, text.index(word))
+    assert at_head(word, 0)
+    assert not at_head(f"the {word}", 4)
+
+
+def test_a_word_at_a_head_needs_to_be_capitalised_mid_sentence_on_technical_text():
+    text = "Avoid a crash.\nAvery wrote it. We thank Avery."
+    assert not capitalised_inside("Avoid", text)
+    assert capitalised_inside("Avery", text)
+    assert not kept("Avoid", ["NNP"], True, text, technical=True)
+    assert kept("Avery", ["NNP"], True, text, technical=True)
+    # prose: a paragraph opens with its subject's name
+    assert kept("Vienna", ["NNP"], True, "Vienna is a city.", technical=False)
+
+
+@pytest.mark.parametrize("tags", [["VB"], ["NN"], ["JJ"], ["NNS"]])
+def test_a_single_word_on_technical_text_must_be_a_proper_noun(tags):
+    assert not kept("Profiler", tags, False, "the new Profiler runs", technical=True)
+    assert kept("Profiler", tags, False, "the new Profiler runs", technical=False)
+    assert kept("Profiler", ["NNP"], False, "the new Profiler runs", technical=True)
+
+
+@pytest.mark.parametrize(("name", "shown"), [("SIGKILL", False), ("DAMAGES", False),
+                                             ("LDFLAGS", False), ("GCC", True), ("JPEG", True),
+                                             ("BZIP2", False), ("MIT", True)])
+def test_all_caps_words_of_five_characters_or_more_are_constants_on_technical_text(name, shown):
+    assert kept(name, ["NNP"], False, f"send {name} now", technical=True) is shown
+    assert kept(name, ["NNP"], False, f"send {name} now", technical=False)
+
+
+def test_a_run_of_words_with_a_verb_is_not_a_name_on_technical_text():
+    tags = ["NNP", "NNP", "VBN"]
+    assert not kept("Olaf Kirch Signed", tags, False, "x", technical=True)
+    assert kept("Gone with the Wind", ["VBN", "IN", "DT", "NNP"], False, "x", technical=False)
+    assert kept("Helena Varga", ["NNP", "NNP"], True, "x", technical=True)
+
+
+def test_the_extractor_shows_names_with_evidence_only(model):
+    [found] = model.extract([CHANGELOG])
+    names = {name for name, _, _ in found.mentions.values()}
+    assert {"Helena Varga", "Windows", "GCC"} <= names
+    assert not names & {"Avoid", "Format", "SIGKILL", "EXPRESS", "ValueError", "None",
+                        "Olaf Kirch Signed-off", "Olaf Kirch Signed"}
+    [prose] = model.extract([PROSE])
+    assert {"Vienna", "Austria", "Helena Varga"} <= {n for n, _, _ in prose.mentions.values()}
