@@ -85,7 +85,17 @@ MERGE (m)-[:HAS_CHUNK]->(c)
 # dropped and made again never repeats one): the query service's cache of document
 # frequencies (services/query/frequencies.py) is valid only for the stamp it was counted at
 STAMP_WRITES = "MERGE (x:ZapomniMeta {key: 'writes'}) SET x.stamp = $stamp"
-READ_WRITES = "MATCH (x:ZapomniMeta {key: 'writes'}) RETURN x.stamp"
+# what a search reads of its namespace before anything else, in one query: the model
+# (READ_MODEL's columns), the write stamp, the chunks (idf's N) and the thread links (THEN
+# edges). The counts come from db.meta.stats(), FalkorDB's per-label and per-type counters:
+# O(1), as count() over a whole label is on its own (and is not after another clause)
+SEARCH_STATE = """
+CALL db.meta.stats() YIELD labels, relTypes
+OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
+OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
+       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0)
+"""
 
 LINK_CHUNKS = """
 UNWIND $pairs AS p
@@ -373,8 +383,6 @@ KEYWORD_DF_ALL = (
     "RETURN term, count(c)"
 )
 
-# whether the namespace has any thread at all (an edge count: O(1) in FalkorDB)
-COUNT_THREADS = "MATCH ()-[r:THEN]->() RETURN count(r)"
 # conversation context: for each candidate's memory, the memories added just before and
 # after it to the same thread (THEN edges; see LINK_TURN_*), and whether it came after.
 # One undirected match: a third less server time than two OPTIONAL MATCHes per id

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
 import msgspec
@@ -59,7 +59,7 @@ class Graph(AsyncGraph):
     def __init__(self, db: FalkorDB, name: str, read_timeout: int) -> None:
         super().__init__(db, name)
         self.read_timeout = read_timeout  # milliseconds
-        self.vector_prop = "embedding"  # where its chunks' vectors are (check_model says)
+        self.vector_prop = "embedding"  # where its chunks' vectors are (search_state says)
 
 
 class GraphStore:
@@ -263,16 +263,31 @@ async def create_indexes(graph: Graph, namespace: str,
                     from exc
 
 
-async def check_model(store: GraphStore, namespace: str, model: str, dim: int) -> str:
-    """For readers: the chunk property that holds this model's vectors ('' when the
-    namespace holds nothing yet); raises when the namespace is built with another model.
-    Read on every call: a reembed switches the namespace to its new model at any time."""
-    if not await namespace_exists(store, namespace):
-        return ""
-    rows = await run(store.graph(namespace), cypher.READ_MODEL, read_only=True)
-    if not rows:
-        return ""
-    have = (rows[0][0], int(rows[0][1]))
-    if have != (model, dim):
-        raise _mismatch(namespace, have, (model, dim))
-    return rows[0][2] or cypher_moves.PROPS[0]
+class SearchState(NamedTuple):
+    """What a search reads of its namespace first (cypher.SEARCH_STATE)."""
+
+    prop: str  # the chunk property of this model's vectors ('' when nothing is stored yet)
+    stamp: str | None  # the write stamp (None if no worker stamped the namespace yet)
+    chunks: int
+    threads: int  # THEN edges: turns linked in conversations
+
+
+async def search_state(store: GraphStore, namespace: str, model: str, dim: int
+                       ) -> SearchState:
+    """For readers: the chunk property that holds this model's vectors ('' when the namespace
+    holds nothing yet), with the stamp and counts a search needs, in one read (four round
+    trips before). Raises when the namespace is built with another model. Read on every
+    search: a reembed switches the namespace to its new model at any time."""
+    try:
+        rows = await run_cells(store.graph(namespace), cypher.SEARCH_STATE)
+    except StoreError:
+        if await namespace_exists(store, namespace):
+            raise
+        rows = []  # no graph yet: a read of a key that does not exist is refused
+    if not rows or rows[0][0] is None:
+        return SearchState("", None, 0, 0)
+    model_had, dim_had, prop, stamp, chunks, threads = rows[0]
+    if (model_had, int(dim_had)) != (model, dim):
+        raise _mismatch(namespace, (model_had, int(dim_had)), (model, dim))
+    return SearchState(prop or cypher_moves.PROPS[0], None if stamp is None else str(stamp),
+                       int(chunks), int(threads))

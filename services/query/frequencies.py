@@ -14,7 +14,7 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared import cypher
-from zapomni.shared.graphstore import run, run_cells
+from zapomni.shared.graphstore import run
 
 CACHED_TERMS = 50_000  # (namespace, term) entries kept, least recently used out first
 
@@ -63,20 +63,13 @@ class StampedCache:
 CACHE = StampedCache(CACHED_TERMS)
 
 
-async def read_stamp(graph: AsyncGraph) -> str | None:
-    """The namespace's write stamp, None if no worker stamped it yet."""
-    rows = await run_cells(graph, cypher.READ_WRITES)
-    return str(rows[0][0]) if rows and rows[0][0] is not None else None
-
-
 async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[str],
-                               cache: StampedCache = CACHE
-                               ) -> tuple[dict[str, int], str | None]:
+                               stamp: str | None, cache: StampedCache = CACHE
+                               ) -> dict[str, int]:
     """How many chunks of the namespace each word matches (0 for none), counted only for the
-    words the cache does not hold at the current stamp; and that stamp. The stamp is read
-    before counting: a write in between leaves the entry under the old stamp, never the new
-    one."""
-    stamp = await read_stamp(graph)
+    words the cache does not hold at ``stamp``, the namespace's write stamp as read before
+    (cypher.SEARCH_STATE): a write in between leaves the entry under the old stamp, never
+    the new one."""
     df = cache.get(namespace, stamp, words)
     missing = [w for w in words if w not in df]
     if missing:
@@ -84,4 +77,4 @@ async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[st
         counted = dict.fromkeys(missing, 0) | {term: int(count) for term, count in rows}
         cache.put(namespace, stamp, counted)
         df |= counted
-    return df, stamp
+    return df

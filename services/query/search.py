@@ -15,7 +15,6 @@ import hashlib
 import logging
 import statistics
 import time
-from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,7 +41,7 @@ from zapomni.services.query.postings import choose_pool, pool_rows, term_posting
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
-from zapomni.shared.graphstore import GraphStore, check_model, meta_pair, run, run_cells
+from zapomni.shared.graphstore import GraphStore, meta_pair, run, run_cells, search_state
 from zapomni.shared.messages import (
     MoreMatch,
     PartsDone,
@@ -99,18 +98,21 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     started = time.perf_counter()
     empty = SearchResponse(namespace=request.namespace, query=request.query, results=[],
                            mode=request.mode, rank=request.rank)
-    prop = await check_model(store, request.namespace, embedder.name,
-                             await embedder.dimension())
-    if not prop:
+    state = await search_state(store, request.namespace, embedder.name,
+                               await embedder.dimension())
+    if not state.prop:
         return msgspec.structs.replace(
             empty, note=f"namespace '{request.namespace}' holds no memories yet")
     graph = store.graph(request.namespace)
-    graph.vector_prop = prop
+    graph.vector_prop = state.prop
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
-    ranked, named, total, threaded = await first_signals(graph, embedder, redis, settings,
-                                                         request, params)
+    total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
+    threaded = (request.mode == "hybrid" and settings.weight_context > 0
+                and settings.fusion == "score" and state.threads > 0)
+    ranked, named = await first_signals(graph, embedder, redis, settings, request, params,
+                                        state.stamp, total)
     fused = fuse(ranked, weights, settings) if request.mode == "hybrid" else []
     if named is not None:
         # the second hop: from the entities of the passages the other signals rank first
@@ -180,27 +182,23 @@ async def why_empty(graph: AsyncGraph, named: Named | None) -> str:
 
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
-                        settings: Settings, request: SearchRequest, params: dict[str, Any]
-                        ) -> tuple[dict[str, Ranked], Named | None, int, bool]:
-    """Everything that needs only the question, at once: the vector and keyword signals,
-    the graph signal's first hop (the entities the question names), the chunk count (idf's
-    N, for keyword and graph) and whether the namespace has threads."""
+                        settings: Settings, request: SearchRequest, params: dict[str, Any],
+                        stamp: str | None, total: int
+                        ) -> tuple[dict[str, Ranked], Named | None]:
+    """Everything that needs only the question, at once: the vector and keyword signals and
+    the graph signal's first hop (the entities the question names). ``stamp`` and ``total``:
+    the namespace's write stamp and chunk count (search_state)."""
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     graphed = request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0)
-    if request.mode != "vector":
-        jobs["total"] = asyncio.ensure_future(count_chunks(graph))
     if request.mode in ("hybrid", "keyword"):
-        jobs["keyword"] = keyword_signal(graph, request, params, jobs["total"],
+        jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
                                          settings.keyword_postings)
     if graphed:
         jobs["named"] = named_in(graph, request.query)
-    if request.mode == "hybrid" and settings.weight_context > 0 and settings.fusion == "score":
-        jobs["threads"] = has_threads(graph)  # any turns to read? (an edge count)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
-    named, total = done.pop("named", None), done.pop("total", 1)
-    return done, named, total, bool(done.pop("threads", False))
+    return done, done.pop("named", None)
 
 
 def fuse(ranked: dict[str, Ranked], weights: dict[str, float], settings: Settings,
@@ -255,19 +253,8 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     return [(row, max(0.0, 1.0 - float(row[3]))) for row in rows]
 
 
-async def has_threads(graph: AsyncGraph) -> bool:
-    """Whether any memory of the namespace has a neighbour in a thread (an edge count, O(1)
-    in FalkorDB): without one, hybrid skips the neighbour lookup (5-6 ms)."""
-    return int((await run_cells(graph, cypher.COUNT_THREADS))[0][0]) > 0
-
-
-async def count_chunks(graph: AsyncGraph) -> int:
-    """Chunks in the namespace: the N of idf, for the keyword and graph signals."""
-    return max(1, int((await run_cells(graph, cypher.COUNT_CHUNKS))[0][0]))
-
-
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         total: Awaitable[int], postings: int = 0) -> Ranked:
+                         stamp: str | None, total: int, postings: int = 0) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks of the namespace it matches, with or without filters (cached while the
@@ -275,8 +262,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    (df, stamp), total = await asyncio.gather(
-        document_frequencies(graph, request.namespace, words), total)
+    df = await document_frequencies(graph, request.namespace, words, stamp)
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
     if not weighted:
