@@ -1,6 +1,11 @@
 """Chunking: semantic-text-splitter sized in tokens of the embedder's tokenizer, with overlap,
 keeping each chunk's character offsets into the memory's text and the lines they span.
 
+A text of several paragraphs is cut at its paragraph breaks first (shared/paragraphs.py): a
+run of paragraphs of ``paragraph_tokens`` or more that fits the budget is a chunk of its own,
+so a chunk stands for one paragraph's topic instead of blending two or three; only a block
+longer than the budget is split further, inside itself.
+
 Source code (a memory whose metadata names a ``language`` in ``LANGUAGES``) is split with
 ``CodeSplitter`` on its tree-sitter syntax tree: a chunk ends where a function, class or
 block ends whenever one fits, instead of in the middle of one. Anything else, an unknown
@@ -27,12 +32,14 @@ from tokenizers import Tokenizer
 from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
 from zapomni.shared.large_text import split_large
 from zapomni.shared.messages import ChunkSpan
+from zapomni.shared.paragraphs import Pieces, split_blocks
 from zapomni.shared.settings import Settings
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded
 # characters from which a text is split by characters first (shared/large_text.py): the
 # token splitter takes ~8 s a MB here, the character split and word counts ~0.5 s
 LARGE_TEXT = 200_000
+PARAGRAPH_TOKENS = 32  # ZAPOMNI_CHUNK_PARAGRAPH_TOKENS's default
 
 # metadata "language" -> the grammar's loader (the PyPI grammar packages, MIT)
 LANGUAGES: dict[str, Callable[[], Any]] = {
@@ -58,6 +65,12 @@ def chunk_budget(settings: Settings) -> int:
     return min(settings.chunk_tokens, MAX_TOKENS)
 
 
+def chunker_for(settings: Settings) -> Chunker:
+    """The chunker the settings ask for (a worker builds one at start-up)."""
+    return Chunker(chunk_budget(settings), settings.chunk_overlap,
+                   settings.chunk_paragraph_tokens)
+
+
 def code_language(metadata_json: str) -> str:
     """The grammar a memory's metadata asks for ("language", any case, or a usual file
     extension such as "py"), or "" when it names none the workers know."""
@@ -77,13 +90,18 @@ class Chunker:
     """A loaded tokenizer and the splitters built on it: one for text and one per language
     (Rust objects, built once at start-up and reused by every job)."""
 
-    def __init__(self, chunk_tokens: int, overlap: int) -> None:
+    def __init__(self, chunk_tokens: int, overlap: int,
+                 paragraph_tokens: int = PARAGRAPH_TOKENS) -> None:
+        """``paragraph_tokens``: the tokens from which a run of paragraphs is a chunk of its
+        own (at most half the budget); 0: chunks are filled to half the budget across
+        paragraph breaks (semantic-text-splitter's range alone)."""
         capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
         overlap = max(0, min(overlap, capacity // 2 - 1))  # must stay below the minimum size
         self.tokenizer: Tokenizer = load_tokenizer()
         self.capacity = capacity
         sizing = (capacity // 2, capacity)
         self.overlap = overlap
+        self.paragraph_tokens = max(0, min(paragraph_tokens, capacity // 2))
         self._splitter = TextSplitter.from_huggingface_tokenizer(
             self.tokenizer, sizing, overlap=overlap, trim=True)
         self._code = {
@@ -99,13 +117,14 @@ class Chunker:
         text of LARGE_TEXT characters or more is split by characters first (fast), telling
         ``progress`` the share done as it goes."""
         splitter = self._code.get(language)
-        if splitter is None and len(text) >= LARGE_TEXT:
+        if splitter is not None:
+            pieces = splitter.chunk_indices(text)
+            counts = self.count(pieces)
+        elif len(text) >= LARGE_TEXT:
             pieces, counts = split_large(text, self.tokenizer, self.capacity, self.overlap,
-                                         self._splitter, progress)
+                                         self._splitter, progress, self.paragraph_tokens)
         else:
-            pieces = (splitter or self._splitter).chunk_indices(text)
-            counts = [len(enc.ids) for enc in self.tokenizer.encode_batch(
-                [p for _, p in pieces], add_special_tokens=False)]
+            pieces, counts = self.split_text(text)
         lines = Lines(text, line_offset)
         spans = []
         for i, ((start, piece), tokens) in enumerate(zip(pieces, counts, strict=True)):
@@ -114,6 +133,17 @@ class Chunker:
             spans.append(ChunkSpan(idx=i, text=piece, char_start=start, char_end=end,
                                    tokens=tokens, start_line=first, end_line=last))
         return spans
+
+    def split_text(self, text: str) -> tuple[Pieces, list[int]]:
+        """(start, chunk) pieces of a text (not code) and their tokens: blocks of paragraphs
+        (shared/paragraphs.py), those over the budget split by the token splitter."""
+        return split_blocks(text, self._splitter, self.count, self.paragraph_tokens,
+                            self.capacity)
+
+    def count(self, pieces: Pieces) -> list[int]:
+        """Tokens of each piece, without [CLS] and [SEP]."""
+        return [len(e.ids) for e in self.tokenizer.encode_batch(
+            [p for _, p in pieces], add_special_tokens=False)]
 
 
 class Lines:

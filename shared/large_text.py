@@ -7,7 +7,9 @@ counts each chunk's tokens from its words: the tokenizer's pre-tokenizer cuts te
 whitespace and punctuation, so a chunk's tokens are the sum of its words' tokens, and each
 distinct word is tokenized once (a 10 MB text has ~50k). The few chunks still over the
 budget are split again by the token splitter. Offsets, the budget and overlap hold as for
-short texts.
+short texts, and so do the blocks of paragraphs (shared/paragraphs.py): each section is cut
+in the same blocks as the token splitter would cut it, and only blocks over the budget are
+split by characters.
 
 The text is split in sections of about ``SECTION_CHARS``, cut at a paragraph break (else a
 line break, a sentence's end, a space), each split and counted in turn (the words' counts
@@ -27,12 +29,13 @@ import numpy as np
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
+from zapomni.shared.paragraphs import Pieces, split_blocks
+
 SAMPLES = 32  # windows of the text tokenized to calibrate characters per token
 SAMPLE_CHARS = 4096
 SAFETY = 0.9  # of the calibrated capacity: most chunks then fit without a second split
 SECTION_CHARS = 500_000  # split and counted at a time, so that progress can be told
 SEAMS = ("\n\n", "\n", ". ", " ")  # where a section ends, best first
-Pieces = list[tuple[int, str]]
 
 
 @functools.cache
@@ -77,36 +80,58 @@ def chars_per_token(text: str, tokenizer: Tokenizer) -> float:
     return max(1.0, float(np.percentile(ratios, 10)))
 
 
-def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer,
-                 known: dict[str, int] | None = None) -> list[int]:
-    """Tokens of each chunk (without special tokens), from its words' counts; a chunk that
-    cuts a word in two is tokenized whole. A word is counted with the whitespace before it
-    stripped: what ``str.strip`` removes is whitespace or control characters, which the
-    normaliser drops, so the count is the same. ``known``: words' counts from the text's
-    sections before, added to."""
+Table = tuple[np.ndarray, np.ndarray, np.ndarray]  # words' starts, ends, tokens before each
+
+
+def word_table(text: str, tokenizer: Tokenizer, known: dict[str, int]) -> Table | None:
+    """Where each word of ``text`` starts and ends and the tokens before it (one more entry:
+    the total), or None for a text with punctuation beyond the BMP (count those exactly). A
+    word is counted with the whitespace before it stripped: what ``str.strip`` removes is
+    whitespace or control characters, which the normaliser drops, so the count is the same.
+    ``known``: words' counts from the text's sections before, added to."""
     tile, astral = _patterns()
     if max(text, default=" ") > "\uffff" and astral.search(text):
-        return exact_counts(pieces, tokenizer)
+        return None
     tiles = tile.findall(text)
     words = list(map(str.lstrip, tiles))
     ends = np.cumsum(np.fromiter(map(len, tiles), dtype=np.int64, count=len(tiles)))
     starts = ends - np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    known = {} if known is None else known
     distinct = list(set(words).difference(known))
     known.update(zip(distinct, (len(e.ids) for e in tokenizer.encode_batch_fast(
         distinct, add_special_tokens=False)), strict=True))
     total = np.concatenate(([0], np.cumsum(np.fromiter(map(known.__getitem__, words),
                                                        dtype=np.int64, count=len(words)))))
+    return starts, ends, total
+
+
+def table_counts(table: Table, pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
+    """Tokens of each chunk of the text of ``table``, from its words' counts; a chunk that
+    cuts a word in two is tokenized whole."""
+    starts, ends, total = table
     begin = np.array([s for s, _ in pieces], dtype=np.int64)
     end = begin + np.fromiter((len(p) for _, p in pieces), dtype=np.int64, count=len(pieces))
     first = np.searchsorted(starts, begin, side="left")
     last = np.searchsorted(ends, end, side="right")
     counts = (total[last] - total[first]).tolist()
     cut = [i for i in range(len(pieces)) if (first[i] > 0 and ends[first[i] - 1] > begin[i])
-           or (last[i] < len(words) and starts[last[i]] < end[i])]
+           or (last[i] < len(starts) and starts[last[i]] < end[i])]
     for i, tokens in zip(cut, exact_counts([pieces[i] for i in cut], tokenizer), strict=True):
         counts[i] = tokens
     return counts
+
+
+def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer,
+                 known: dict[str, int] | None = None) -> list[int]:
+    """Tokens of each chunk (without special tokens) of ``text``, from its words' counts."""
+    return counts_by(word_table(text, tokenizer, {} if known is None else known), tokenizer,
+                     pieces)
+
+
+def counts_by(table: Table | None, tokenizer: Tokenizer, pieces: Pieces) -> list[int]:
+    """Tokens of each chunk: from ``table`` (word_table), or exactly without one."""
+    if table is None:
+        return exact_counts(pieces, tokenizer)
+    return table_counts(table, pieces, tokenizer)
 
 
 def exact_counts(pieces: Pieces, tokenizer: Tokenizer) -> list[int]:
@@ -131,10 +156,12 @@ def sections(text: str, size: int = SECTION_CHARS) -> list[tuple[int, int]]:
 
 
 def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
-                token_splitter: TextSplitter, progress: Callable[[float], None] | None = None
-                ) -> tuple[Pieces, list[int]]:
+                token_splitter: TextSplitter, progress: Callable[[float], None] | None = None,
+                paragraph_tokens: int = 0) -> tuple[Pieces, list[int]]:
     """(start, chunk) pieces of ``text`` and their token counts, none over ``capacity``.
-    ``progress``: called with the share of the text done after each section."""
+    ``progress``: called with the share of the text done after each section.
+    ``paragraph_tokens``: as for the token splitter, each section is cut in blocks of
+    paragraphs first (shared/paragraphs.py), the same blocks as the token splitter's."""
     ratio = chars_per_token(text, tokenizer) * SAFETY
     chars = max(16, int(capacity * ratio))
     splitter = TextSplitter((chars // 2, chars), overlap=min(int(overlap * ratio),
@@ -144,13 +171,22 @@ def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
     known: dict[str, int] = {}
     for start, end in sections(text):
         section = text[start:end]
-        found = splitter.chunk_indices(section)
-        counts += count_tokens(section, found, tokenizer, known)
+        count = functools.partial(counts_by, word_table(section, tokenizer, known), tokenizer)
+        found, found_counts = split_blocks(section, splitter, count, paragraph_tokens,
+                                           capacity)
+        counts += found_counts
         pieces += [(start + s, p) for s, p in found]
         if progress is not None:
             progress(end / max(1, len(text)))
     if max(counts, default=0) <= capacity:
         return pieces, counts
+    return split_again(pieces, counts, capacity, token_splitter, tokenizer)
+
+
+def split_again(pieces: Pieces, counts: list[int], capacity: int,
+                token_splitter: TextSplitter, tokenizer: Tokenizer
+                ) -> tuple[Pieces, list[int]]:
+    """The chunks over ``capacity`` split again by the token splitter."""
     kept: Pieces = []
     kept_counts: list[int] = []
     for (start, piece), tokens in zip(pieces, counts, strict=True):

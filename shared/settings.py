@@ -71,6 +71,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # chunking (tokens of the active embedder's tokenizer)
     chunk_tokens: int = 256
     chunk_overlap: int = 32
+    # a run of paragraphs with this many tokens that fits a chunk is a chunk of its own, so
+    # chunks end at paragraph breaks (at most half of chunk_tokens; 0: chunks are filled to
+    # half of chunk_tokens across paragraph breaks, as before 2026-11-25). shared/paragraphs.py
+    chunk_paragraph_tokens: Annotated[int, Meta(ge=0)] = 32
 
     # embedding
     embed_batch: int = 16  # texts per Ollama request

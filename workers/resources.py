@@ -15,7 +15,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from zapomni.shared import capacity, heartbeat
-from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.chunking import Chunker, chunker_for
 from zapomni.shared.embed import CachedEmbedder, Embedder, make_embedder
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.settings import Settings
@@ -102,7 +102,7 @@ async def open_resources(ctx: dict, settings: Settings,
         redis=ctx["redis"],
         store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
         embedder=embedder,
-        chunker=Chunker(chunk_budget(settings), settings.chunk_overlap),
+        chunker=chunker_for(settings),
         checkpoint=checkpoint,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")

@@ -55,7 +55,7 @@ from zapomni.services.stack.falkordb import (
     wait_for_server,
 )
 from zapomni.shared import tasks
-from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.chunking import chunker_for
 from zapomni.shared.errors import Overloaded, Unavailable
 from zapomni.shared.messages import SearchResponse
 from zapomni.shared.settings import Settings
@@ -312,7 +312,7 @@ async def wait_all_done(client: redis.asyncio.Redis, receipts: dict[int, object]
 
 
 async def final_counts(settings: Settings, texts: list[str], receipts: dict[int, object]) -> dict:
-    chunker = Chunker(chunk_budget(settings), settings.chunk_overlap)
+    chunker = chunker_for(settings)
     want = {receipts[i].memory_id: len(chunker.split(t)) for i, t in enumerate(texts)}
     rows = await query(settings, "MATCH (m:Memory) OPTIONAL MATCH (m)-[:HAS_CHUNK]->(c) "
                                  "RETURN m.id, m.ready, count(c), count(c.embedding)")

@@ -1,14 +1,15 @@
 """Chunking large texts: the token splitter against the character split with word-by-word
 token counts (shared/large_text.py) that Chunker uses from LARGE_TEXT characters.
 
-    ./dev bench chunking [--mb 1.6 10] [--compare-mb 1.6]
+    ./dev bench chunking [--mb 1.6 10] [--compare-mb 1.6] [--paragraph-tokens 32]
 
 The text: SciFact's titles and abstracts (../shared/data/scifact) as paragraphs, repeated to
 size. One thread for the tokenizer (RAYON_NUM_THREADS=1 is set here) and CPU seconds beside
 wall seconds (the host is shared). For the ``--compare-mb`` text both ways: chunks, tokens
 per chunk (p10 / p50 / p90), the share of chunks that end a sentence or a paragraph, the
-share overlapping the next. Prints a table; writes tests/bench/results/chunking.json. Not
-part of the test suite.
+share overlapping the next. Both ways cut paragraphs first as the product does
+(ZAPOMNI_CHUNK_PARAGRAPH_TOKENS, shared/paragraphs.py); ``--paragraph-tokens 0``: as before
+that. Prints a table; writes tests/bench/results/chunking.json. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from zapomni.shared.chunking import Chunker  # noqa: E402
+from zapomni.shared.chunking import PARAGRAPH_TOKENS, Chunker  # noqa: E402
 from zapomni.shared.large_text import split_large  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,20 +43,19 @@ def text_of(mb: float) -> str:
 
 
 def token_way(chunker: Chunker, text: str) -> tuple[list[tuple[int, str]], list[int]]:
-    pieces = chunker._splitter.chunk_indices(text)
-    counts = chunker.tokenizer.encode_batch_fast([p for _, p in pieces], add_special_tokens=False)
-    return pieces, [len(e.ids) for e in counts]
+    return chunker.split_text(text)
 
 
 def fast_way(chunker: Chunker, text: str) -> tuple[list[tuple[int, str]], list[int]]:
     return split_large(text, chunker.tokenizer, chunker.capacity, chunker.overlap,
-                       chunker._splitter)
+                       chunker._splitter, paragraph_tokens=chunker.paragraph_tokens)
 
 
 def measure(name: str, way, chunker: Chunker, text: str) -> dict:
     wall, cpu = time.perf_counter(), time.process_time()
     pieces, counts = way(chunker, text)
-    row = {"way": name, "mb": round(len(text) / 1e6, 2), "wall_s": round(time.perf_counter()
+    row = {"way": name, "paragraph_tokens": chunker.paragraph_tokens,
+           "mb": round(len(text) / 1e6, 2), "wall_s": round(time.perf_counter()
            - wall, 2), "cpu_s": round(time.process_time() - cpu, 2), "chunks": len(pieces),
            "max_tokens": max(counts)}
     assert all(text[s : s + len(p)] == p for s, p in pieces)
@@ -76,8 +76,9 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, nargs="+", default=[1.6, 10.0])
     parser.add_argument("--compare-mb", type=float, default=1.6)
+    parser.add_argument("--paragraph-tokens", type=int, default=PARAGRAPH_TOKENS)
     args = parser.parse_args()
-    chunker = Chunker(256, 32)
+    chunker = Chunker(256, 32, args.paragraph_tokens)
     split_large("warm up the patterns", chunker.tokenizer, chunker.capacity, 32,
                 chunker._splitter)
     rows = [measure("token splitter", token_way, chunker, text_of(args.compare_mb))]

@@ -38,7 +38,7 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.search import search_memory
-from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.messages import SearchRequest
@@ -170,7 +170,7 @@ async def ask(settings: Settings, questions: list[Question], namespace: str,
 
 
 def chunk_counts(settings: Settings, files: dict[str, str]) -> dict[str, int]:
-    chunker = Chunker(chunk_budget(settings), settings.chunk_overlap)
+    chunker = chunker_for(settings)
     return {namespace: sum(len(chunker.split(text, LANGUAGES[Path(source).suffix]
                                              if with_language else ""))
                            for source, text in files.items())

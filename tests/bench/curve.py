@@ -258,10 +258,9 @@ async def main() -> None:
 
 def chunk_fidelity(server: TableOllama, sample: list[str]) -> float:
     """On chunks cut the way the workers cut them."""
-    from zapomni.shared.chunking import Chunker
+    from zapomni.shared.chunking import chunker_for
 
-    settings = Settings.from_env(environ={})
-    chunker = Chunker(settings.chunk_tokens, settings.chunk_overlap)
+    chunker = chunker_for(Settings.from_env(environ={}))
     texts = [c.text for doc in sample for c in chunker.split(doc)][:64]
     return round(fidelity(server, texts), 4)
 

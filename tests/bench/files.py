@@ -31,7 +31,7 @@ from pathlib import Path
 from tests.support.graph import stored
 from tests.support.stack import Stack
 from zapomni.services.cli.ingest import Tally, ingest
-from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.files import Loaded, Selection, Skipped, load_file, root_key, walk_files
 from zapomni.shared.heartbeat import count_alive
@@ -48,7 +48,7 @@ def default_roots() -> list[Path]:
 def raw_embedder(roots: list[Path], selection: Selection, threads: int) -> dict:
     """The ceiling: the product's chunks of the same files through the model alone."""
     settings = Settings.from_env(environ={})
-    chunker = Chunker(chunk_budget(settings), settings.chunk_overlap)
+    chunker = chunker_for(settings)
     texts = [item.text for root in roots for found in walk_files(root, selection)
              if not isinstance(found, Skipped)
              and isinstance(item := load_file(found, root_key(root), selection.max_bytes),

@@ -29,7 +29,7 @@ from tests.support.servers import falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared.chunking import Chunker, chunk_budget
+from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.heartbeat import count_alive
 from zapomni.shared.settings import Settings
@@ -49,7 +49,7 @@ def load(count: int) -> list[str]:
 def raw_embedder(texts: list[str]) -> dict:
     """The ceiling: the product's chunks of these texts through the model alone."""
     settings = Settings.from_env(environ={})
-    chunker = Chunker(chunk_budget(settings), settings.chunk_overlap)
+    chunker = chunker_for(settings)
     chunks = [c.text for text in texts for c in chunker.split(text)]
     embedder = OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
     embedder.embed_sync(chunks[:32])  # warm up
