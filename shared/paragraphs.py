@@ -72,8 +72,8 @@ def split_blocks(text: str, splitter: TextSplitter, count: Count, floor: int,
     that has more than ``capacity`` tokens split by ``splitter``. A text of one paragraph, or
     that fits one chunk, or ``floor`` 0: the splitter alone, over the whole text (as before
     blocks)."""
-    spans = paragraphs(text)
-    sizes = count([(s, text[s:e]) for s, e in spans]) if floor and len(spans) > 1 else []
+    spans = paragraphs(text) if floor else []
+    sizes = count([(s, text[s:e]) for s, e in spans]) if len(spans) > 1 else []
     if sum(sizes) <= capacity:
         pieces = splitter.chunk_indices(text)
         return pieces, count(pieces)
