@@ -29,7 +29,7 @@ import numpy as np
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
-from zapomni.shared.paragraphs import Pieces, split_blocks
+from zapomni.shared.paragraphs import Pieces, split_blocks, split_over
 
 SAMPLES = 32  # windows of the text tokenized to calibrate characters per token
 SAMPLE_CHARS = 4096
@@ -180,21 +180,6 @@ def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
             progress(end / max(1, len(text)))
     if max(counts, default=0) <= capacity:
         return pieces, counts
-    return split_again(pieces, counts, capacity, token_splitter, tokenizer)
-
-
-def split_again(pieces: Pieces, counts: list[int], capacity: int,
-                token_splitter: TextSplitter, tokenizer: Tokenizer
-                ) -> tuple[Pieces, list[int]]:
-    """The chunks over ``capacity`` split again by the token splitter."""
-    kept: Pieces = []
-    kept_counts: list[int] = []
-    for (start, piece), tokens in zip(pieces, counts, strict=True):
-        if tokens <= capacity:
-            kept.append((start, piece))
-            kept_counts.append(tokens)
-        else:
-            again = [(start + s, p) for s, p in token_splitter.chunk_indices(piece)]
-            kept += again
-            kept_counts += exact_counts(again, tokenizer)
-    return kept, kept_counts
+    # the few chunks still over the budget, split again by tokens
+    return split_over(pieces, counts, capacity, token_splitter,
+                      functools.partial(exact_counts, tokenizer=tokenizer))

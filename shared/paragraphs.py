@@ -78,14 +78,21 @@ def split_blocks(text: str, splitter: TextSplitter, count: Count, floor: int,
         pieces = splitter.chunk_indices(text)
         return pieces, count(pieces)
     runs = [(s, text[s:e]) for s, e in blocks(spans, sizes, floor, capacity)]
-    pieces: Pieces = []
-    counts: list[int] = []
-    for (start, run), tokens in zip(runs, count(runs), strict=True):
+    return split_over(runs, count(runs), capacity, splitter, count)
+
+
+def split_over(pieces: Pieces, counts: list[int], capacity: int, splitter: TextSplitter,
+               count: Count) -> tuple[Pieces, list[int]]:
+    """The pieces (with their ``counts``) that fit ``capacity`` as they are, each of the
+    others split by ``splitter`` and its parts counted by ``count``."""
+    kept: Pieces = []
+    kept_counts: list[int] = []
+    for (start, piece), tokens in zip(pieces, counts, strict=True):
         if tokens <= capacity:
-            pieces.append((start, run))
-            counts.append(tokens)
+            kept.append((start, piece))
+            kept_counts.append(tokens)
         else:
-            found = [(start + s, p) for s, p in splitter.chunk_indices(run)]
-            pieces += found
-            counts += count(found)
-    return pieces, counts
+            found = [(start + s, p) for s, p in splitter.chunk_indices(piece)]
+            kept += found
+            kept_counts += count(found)
+    return kept, kept_counts
