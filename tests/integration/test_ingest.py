@@ -169,3 +169,27 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
     assert await stored(settings) == before
     assert before["memories"] == before["ready"] == 1 and before["orphan_chunks"] == 0
     assert (await tasks.get_task(aredis, receipt.task_id)).state == "done"
+
+
+PIERS = [
+    f"Pier {i}\n\nThe ferry to pier {i} leaves at {6 + i} o'clock and carries {i + 2} cars; "
+    f"in winter the harbour master moves it an hour later, and on stormy days the keeper "
+    f"of lighthouse {i} rings the bell twice." for i in range(8)]
+NOTES = "\n\n".join(PIERS)
+
+
+@pytest.mark.parametrize("paragraph_tokens", [32, 0])
+async def test_a_memory_of_paragraphs_is_stored_one_paragraph_a_chunk(falkordb_url, aredis,
+                                                                      paragraph_tokens):
+    """ZAPOMNI_CHUNK_PARAGRAPH_TOKENS reaches the workers: each titled note of a memory longer
+    than a chunk is a chunk of its own, where the cut before filled chunks across them."""
+    settings = make_settings(falkordb_url, chunk_tokens=128, chunk_overlap=8,
+                             chunk_paragraph_tokens=paragraph_tokens)
+    await add_text(settings, NOTES)
+    await run_workers(settings)
+    rows = await query(settings, "MATCH (c:Chunk) RETURN c.text ORDER BY c.char_start")
+    stored_texts = [text for (text,) in rows]
+    if paragraph_tokens:
+        assert stored_texts == PIERS
+    else:
+        assert len(stored_texts) < len(PIERS) and not set(stored_texts) & set(PIERS)
