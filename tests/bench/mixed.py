@@ -129,8 +129,8 @@ def namespaces(base: list[Doc], logs: list[Doc]
 
 def docs_at(spans: list[tuple[int, int, str]], start: int, end: int) -> list[str]:
     """The paragraphs of the joined memory that a hit shows: those at least half inside its
-    span, in order, or else the one it overlaps most (a chunk of ~250 tokens holds two or
-    three HotpotQA paragraphs, and the agent reads them all)."""
+    span, in order, or else the one it overlaps most (before paragraphs first, a chunk of
+    ~250 tokens held two or three HotpotQA paragraphs, and the agent reads them all)."""
     i = max(0, bisect.bisect_right(spans, (start, float("inf"), "")) - 1)
     near = [(min(end, s[1]) - max(start, s[0]), s) for s in spans[max(0, i - 1): i + 8]]
     inside = [s[2] for overlap, s in near if overlap * 2 >= s[1] - s[0]]
