@@ -368,12 +368,14 @@ KEYWORD_POSTINGS = (
     "YIELD node AS c, score RETURN term, id(c), c.id, score"
 )
 # the rows of the pool so chosen (services/query/postings.py): $nodes, the chosen chunks'
-# node ids; the caller orders them, and checks each row's c.id against the chunk it chose (a
-# node id freed by a delete since the postings were read can name another chunk)
+# node ids, best first; the first $pool of them that are visible, in that order (a chunk's
+# text is read for those only). The caller checks each row's c.id against the chunk it chose
+# (a node id freed by a delete since the postings were read can name another chunk)
 KEYWORD_POOL_ROWS = (
-    "UNWIND $nodes AS n MATCH (c:Chunk) WHERE id(c) = n WITH n, c "
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
-    + "RETURN n, m.id, c.id, c.text, c.char_start, c.char_end, c.words"
+    "UNWIND range(0, size($nodes) - 1) AS i MATCH (c:Chunk) WHERE id(c) = $nodes[i] "
+    "WITH i, c MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    + "WITH i, m, c ORDER BY i LIMIT $pool "
+    "RETURN $nodes[i], m.id, c.id, c.text, c.char_start, c.char_end, c.words"
 )
 # how many chunks each term matches: BM25's document frequency, over the whole namespace
 # (a few of memories still being ingested too): a filter narrows the results, it does not

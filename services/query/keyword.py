@@ -107,4 +107,6 @@ def bm25(counts: dict[str, int], length: int, idf: dict[str, float], avgdl: floa
         if term in idf:
             counts[term] = max(1, counts.get(term, 0))
     norm = k1 * (1 - b + b * length / max(avgdl, 1.0))
-    return sum(idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in counts.items())
+    # summed in the terms' order, so that the same counts give the same score to the last bit
+    # however they were found (fusion breaks ties by chunk id only after the score)
+    return sum(idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in sorted(counts.items()))

@@ -275,7 +275,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
         best = choose_pool(chosen, lists, 2 * pool)
         found = await run_cells(graph, cypher.KEYWORD_POOL_ROWS, {
-            "nodes": [b[1] for b in best], "now": params["now"],
+            "nodes": [b[1] for b in best], "pool": pool, "now": params["now"],
             "superseded": params["superseded"]})
         rows = pool_rows(best, found, pool)
         return rescore(rows, rows, rarity)[:params["depth"]]

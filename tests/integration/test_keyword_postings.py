@@ -73,7 +73,7 @@ async def rows_by_index(settings) -> None:
     store = GraphStore(settings)
     try:
         plan = await store.graph("default").explain(cypher.KEYWORD_POOL_ROWS, {
-            "nodes": [0], "now": 0.0, "superseded": False})
+            "nodes": [0], "pool": 1, "now": 0.0, "superseded": False})
         text = "\n".join(plan.plan)  # the plan's lines, as GRAPH.EXPLAIN gives them
         assert "Node By Label and ID Scan | (c:Chunk)" in text
         assert "Label Scan | (m:Memory)" not in text
