@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import gzip
 import hashlib
 import json
@@ -250,6 +251,9 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
     await cache_queries(client, [q.text for q in queries], vectors[-len(queries):])
     report: dict = {"chunks": len(others) + len(docs), "write_per_s": round(rate, 1),
                     "queries": len(queries), "variants": []}
+    del others, names, vectors, other_vectors, doc_vectors
+    gc.collect()
+    gc.freeze()  # the passages this process wrote are no garbage collector's work in a search
     plain = FalkorDB(host="127.0.0.1", port=stack.ports["--falkordb-port"]).select_graph(
         graph.name)  # no read timeout: the maintenance writes below touch every chunk
     if args.history:
