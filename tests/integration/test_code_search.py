@@ -15,13 +15,10 @@ from fastmcp import Client
 
 from tests.conftest import make_settings
 from tests.support.mcp import call, error
-from tests.support.workers import add_text, run_workers, wait_tasks
-from zapomni.services.cli.counter import Progress
+from tests.support.workers import add_text, run_import, run_workers
 from zapomni.services.cli.export import export_namespace
-from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp.server import build_server
 from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.queue import connect_queue
 
 CODE = Path(__file__).parents[1] / "data" / "code"
 PYTHON = (CODE / "inventory.py").read_text()
@@ -146,14 +143,7 @@ async def move(settings, source: str, target: str) -> None:
     await export_namespace(settings, source, out, vectors=True, show=False)
     path = Path(settings.ingest_roots) / "export.jsonl.gz"
     path.write_bytes(out.getvalue())
-    redis = connect_queue(settings)
-    try:
-        task_id, _ = await queue_import(settings, redis, path, target,
-                                        Progress("t", 0, "", quiet=True))
-        await run_workers(settings)
-        await wait_tasks(redis, [task_id])
-    finally:
-        await redis.aclose()
+    await run_import(settings, path, target)
 
 
 async def test_files_starting_with_blank_lines_keep_their_lines(settings, query_service,

@@ -13,16 +13,14 @@ from redis.asyncio import Redis
 
 from tests.conftest import make_settings
 from tests.support.graph import query, stored
-from tests.support.workers import add_text, run_workers, wait_tasks
-from zapomni.services.cli.counter import Progress
+from tests.support.workers import add_text, run_import, run_workers
 from zapomni.services.cli.export import export_namespace
-from zapomni.services.cli.restore import import_file, queue_import
+from zapomni.services.cli.restore import import_file
 from zapomni.services.query.search import search_memory
 from zapomni.shared import tasks
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.graphstore import GraphStore, namespace_exists
-from zapomni.shared.queue import connect_queue
 from zapomni.shared.validation import decode_search
 
 TEXTS = [
@@ -54,18 +52,6 @@ async def export_to(settings, path: Path, namespace="default", vectors=True) -> 
     out = io.BytesIO()
     await export_namespace(settings, namespace, out, vectors=vectors, show=False)
     path.write_bytes(out.getvalue())
-
-
-async def run_import(settings, path: Path, namespace: str):
-    redis = connect_queue(settings)
-    try:
-        task_id, _ = await queue_import(settings, redis, path, namespace,
-                                        Progress("t", 0, "", quiet=True))
-        await run_workers(settings)
-        await wait_tasks(redis, [task_id])
-        return await tasks.get_task(redis, task_id)
-    finally:
-        await redis.aclose()
 
 
 async def results(settings, namespace: str, mode="hybrid") -> list[list[tuple[str, str]]]:

@@ -15,10 +15,13 @@ from typing import IO, Any
 
 from redis.asyncio import Redis
 
+from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
 from zapomni.shared.messages import AddReceipt
+from zapomni.shared.queue import connect_queue
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.main import make_worker
@@ -140,3 +143,17 @@ def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int]
                    for i in range(count)]
         finally:
             pool.close()
+
+
+async def run_import(settings: Settings, path: Path, namespace: str) -> dict[str, Any]:
+    """``zapomni import`` of an export file into ``namespace``, run by a worker to the end;
+    the import task's record."""
+    redis = connect_queue(settings)
+    try:
+        task_id, _ = await queue_import(settings, redis, path, namespace,
+                                        Progress("t", 0, "", quiet=True))
+        await run_workers(settings)
+        await wait_tasks(redis, [task_id])
+        return await tasks.get_task(redis, task_id)
+    finally:
+        await redis.aclose()
