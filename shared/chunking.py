@@ -30,7 +30,7 @@ from semantic_text_splitter import CodeSplitter, TextSplitter
 from tokenizers import Tokenizer
 
 from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
-from zapomni.shared.large_text import split_large
+from zapomni.shared.large_text import exact_counts, split_large
 from zapomni.shared.messages import ChunkSpan
 from zapomni.shared.paragraphs import Pieces, split_blocks
 from zapomni.shared.settings import Settings
@@ -142,8 +142,7 @@ class Chunker:
 
     def count(self, pieces: Pieces) -> list[int]:
         """Tokens of each piece, without [CLS] and [SEP]."""
-        return [len(e.ids) for e in self.tokenizer.encode_batch(
-            [p for _, p in pieces], add_special_tokens=False)]
+        return exact_counts(pieces, self.tokenizer)
 
 
 class Lines:
