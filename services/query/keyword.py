@@ -4,7 +4,9 @@ and is sent to FalkorDB's full-text index (RediSearch syntax) on its own, so `*`
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 import re
 from collections.abc import Iterable
@@ -55,25 +57,31 @@ def tokenize(text: str) -> list[str]:
     return [stem(w) for w in WORD.findall(text.lower())]
 
 
-def term_counts(text: str, stems: frozenset[str]) -> dict[str, int]:
-    """How often each of ``stems`` occurs among ``tokenize(text)``, stemming only the words
-    that can have one of them as stem (a stem is the word less a suffix, or less "ies" plus
-    "y"): those that begin with a stem less its last letter (its head). A head absent from the
-    text costs one substring test; a present one, a scan for its literal prefix. On the
-    keyword pool of SciFact's questions at 100k chunks: 6 ms a search, where one pattern of
-    all heads with a look-behind for the word's start took 12."""
-    counts: dict[str, int] = {}
-    text = text.lower()
+def term_counts(texts: list[str], stems: frozenset[str]) -> list[dict[str, int]]:
+    """How often each of ``stems`` occurs among ``tokenize(text)``, for each of ``texts``,
+    stemming only the words that can have one of them as stem (a stem is the word less a
+    suffix, or less "ies" plus "y"): those that begin with a stem less its last letter (its
+    head). The texts are scanned as one, joined by line breaks (no word crosses one): a head
+    absent from all of them costs one substring test; a present one, one scan for its literal
+    prefix. On the keyword pools of SciFact's questions at 100k chunks (200 texts, 235k
+    characters, 9 heads): 5.5 ms a search, where a scan per text took 7.2 and one pattern of
+    all heads with a look-behind for the word's start 12."""
+    lowered = [text.lower() for text in texts]
+    joined = "\n".join(lowered)
+    starts = list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
+    counts: list[dict[str, int]] = [{} for _ in texts]
+    inside = _WORD_CHAR.match
     for head in _heads(stems):
-        if head not in text:
+        if head not in joined:
             continue
-        for found in _word_from(head).finditer(text):
+        for found in _word_from(head).finditer(joined):
             start = found.start()
-            if start and _WORD_CHAR.match(text, start - 1):
+            if start and inside(joined, start - 1):
                 continue  # inside a word: only a word's first letters can begin a stem
             term = stem(found.group())
             if term in stems:
-                counts[term] = counts.get(term, 0) + 1
+                mine = counts[bisect.bisect_right(starts, start) - 1]
+                mine[term] = mine.get(term, 0) + 1
     return counts
 
 

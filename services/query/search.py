@@ -303,8 +303,9 @@ def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],
     lengths = {row[1]: int(row[7]) if row[7] is not None else count_words(row[2])
                for row in (*unfiltered, *rows)}
     avgdl = statistics.fmean(lengths[row[1]] for row in unfiltered or rows) if rows else 1.0
-    return sorted(((row[:6], bm25(term_counts(row[2], stems), lengths[row[1]], weights, avgdl,
-                                  matched=row[6])) for row in rows),
+    counts = term_counts([row[2] for row in rows], stems)
+    return sorted(((row[:6], bm25(found, lengths[row[1]], weights, avgdl, matched=row[6]))
+                   for row, found in zip(rows, counts, strict=True)),
                   key=lambda item: (-item[1], item[0][1]))
 
 

@@ -183,7 +183,7 @@ def scored(text: str, idf: dict[str, float], avgdl: float, matched: list[str] | 
     from zapomni.services.query.keyword import bm25, term_counts
     from zapomni.shared.words import count_words
 
-    counts = term_counts(text, frozenset(idf))
+    counts = term_counts([text], frozenset(idf))[0]
     return bm25(counts, count_words(text), idf, avgdl=avgdl, matched=matched or [])
 
 
@@ -205,20 +205,24 @@ def test_bm25_saturates_and_normalises_length():
 
 
 @hypothesis_settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("abcdeisy İ_-.,0'\u00e9\u0301")), max_size=80),
+@given(st.lists(st.text(alphabet=st.sampled_from(list("abcdeisy İ_-.,0'\n\u00e9\u0301")),
+                        max_size=80), max_size=4),
        st.lists(st.text(alphabet="abcdeisy0", min_size=1, max_size=6), min_size=1,
                 max_size=4))
-def test_term_counts_equal_counting_every_token(text, words):
-    """Counting only the words that may stem to a query term finds what stemming every word
-    of the chunk finds, and the stored length is the number of those words."""
+def test_term_counts_equal_counting_every_token(texts, words):
+    """Counting only the words that may stem to a query term, in the texts scanned as one,
+    finds in each text what stemming every word of it finds, and the stored length is the
+    number of those words."""
     from zapomni.services.query.keyword import stem, term_counts, tokenize
     from zapomni.shared.words import count_words
 
     stems = frozenset(stem(w) for w in words)
-    tokens = tokenize(text)
-    expected = {s: tokens.count(s) for s in stems if s in tokens}
-    assert term_counts(text, stems) == expected
-    assert count_words(text) == len(tokens)
+    expected = []
+    for text in texts:
+        tokens = tokenize(text)
+        expected.append({s: tokens.count(s) for s in stems if s in tokens})
+        assert count_words(text) == len(tokens)
+    assert term_counts(texts, stems) == expected
 
 
 def test_pool_terms_bound_postings_rarest_first():
