@@ -56,7 +56,6 @@ from zapomni.shared.words import count_words
 log = logging.getLogger(__name__)
 _decode_json = msgspec.json.Decoder().decode
 MAX_CANDIDATES = 1000
-RESCORE_POOL = 200  # full-text candidates re-scored with BM25 (at least; more for deep asks)
 # a term in more chunks than this share does not choose the pool (it still counts in BM25):
 # measured on 10k chunks, the final top 10 identical for 99.3% of 300 questions, p95 -25%
 COMMON_TERM_SHARE = 0.1
@@ -194,7 +193,7 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     graphed = request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
-                                         settings.keyword_postings)
+                                         settings.keyword_pool, settings.keyword_postings)
     if graphed:
         jobs["named"] = named_in(graph, request.query)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
@@ -254,11 +253,13 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         stamp: str | None, total: int, postings: int = 0) -> Ranked:
+                         stamp: str | None, total: int, pool: int,
+                         postings: int = 0) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks of the namespace it matches, with or without filters (cached while the
-    namespace is unchanged: services/query/frequencies.py). ``postings``: see pool_terms."""
+    namespace is unchanged: services/query/frequencies.py). ``pool``: the candidates re-scored
+    (at least ``depth``); ``postings``: see pool_terms."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
@@ -267,7 +268,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
     if not weighted:
         return []
-    pool = max(params["depth"], RESCORE_POOL)
+    pool = max(params["depth"], pool)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common, postings)
     asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}

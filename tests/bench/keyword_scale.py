@@ -2,7 +2,8 @@
 real passages, hybrid latency and nDCG@10 for each way of doing the keyword signal's work.
 
     ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--postings 20000 5000]
-                              [--summed-here 0 5000] [--profile] [--history]
+                              [--summed-here 0 5000] [--keyword-pool 100 200] [--profile]
+                              [--history]
 
 SciFact (../shared/data/scifact: 5,183 abstracts, one memory and one chunk each) and
 ``--distractors`` passages of this machine's own text (Python's standard library sources and
@@ -21,7 +22,8 @@ pass where the cache matters), then timed in hybrid mode, then nDCG@10 of hybrid
 Variants: no document-frequency cache and no stored lengths (each chunk's ``words`` removed:
 counted per search, as before); the cache; + stored lengths; + a bound on the postings the
 pool query sums (``ZAPOMNI_KEYWORD_POSTINGS``); ``--summed-here``: the pool chosen from
-postings cached in the query service (services/query/postings.py), with those bounds;
+postings cached in the query service (services/query/postings.py), with those bounds, and
+``--keyword-pool``: with each number of candidates re-scored with BM25;
 ``--profile``: each FalkorDB query of the last variant timed. Prints a table; writes
 tests/bench/results/keyword_scale.json. Not part of the test suite.
 """
@@ -265,12 +267,15 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
         report["variants"].append(await variant("document-frequency cache", store, embedder,
                                                 client, settings, queries, doc_of))
         await restore_words(plain)
-    runs = [(False, p) for p in [0, *args.postings]] + [(True, p) for p in args.summed_here]
-    for here, postings in runs:
+    default_pool = settings.keyword_pool
+    runs = [(False, p, default_pool) for p in [0, *args.postings]] + [
+        (True, p, pool) for p in args.summed_here for pool in args.keyword_pool]
+    for here, postings, pool in runs:
         bounded = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0",
-                                    keyword_postings=postings)
+                                    keyword_postings=postings, keyword_pool=pool)
         name = ("pool from cached postings" if here else "+ stored lengths") + (
-            f", postings <= {postings:,}" if postings else "")
+            f", postings <= {postings:,}" if postings else "") + (
+            f", {pool} re-scored" if pool != default_pool else "")
         postings_cache.CACHE.capacity = postings_cache.CACHED_POSTINGS if here else 0
         report["variants"].append(await variant(name, store, embedder, client, bounded,
                                                 queries, doc_of))
@@ -332,6 +337,10 @@ async def main() -> None:
     parser.add_argument("--summed-here", type=int, nargs="*", default=[0],
                         help="postings bounds of the variants whose pool is chosen from "
                         "postings cached in the query service (0: no bound)")
+    parser.add_argument("--keyword-pool", type=int, nargs="+",
+                        default=[Settings().keyword_pool],
+                        help="candidates re-scored with BM25 (ZAPOMNI_KEYWORD_POOL) in each "
+                        "--summed-here variant")
     parser.add_argument("--profile", action="store_true",
                         help="time each FalkorDB query of the last variant's searches")
     parser.add_argument("--history", action="store_true",

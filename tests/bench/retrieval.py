@@ -2,6 +2,7 @@
 
     ./dev bench retrieval [--datasets scifact locomo hotpotqa musique] [--workers 2]
                           [--ollama URL --ollama-model NAME] [--max-per-memory 0 3]
+                          [--keyword-pool 100 200]
 
 Documents go in through the front's code path (validation, task records, the arq queue) and
 real worker processes; every query goes through the query service over HTTP in each mode.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import statistics
@@ -239,8 +241,8 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
         owners, seconds, graphed = await ingest(settings, docs, args.workers)
         print(f"{name}: {len(docs)} docs searchable in {seconds:.1f}s, entities "
               f"extracted in {graphed:.1f}s", flush=True)
-        for cap in args.max_per_memory:
-            capped = msgspec.structs.replace(settings, max_per_memory=cap)
+        for cap, pool in itertools.product(args.max_per_memory, args.keyword_pool):
+            capped = msgspec.structs.replace(settings, max_per_memory=cap, keyword_pool=pool)
             for row in await search_modes(args, capped, name, queries, owners):
                 rows.append({**row, "ingest_s": round(seconds, 1), "graph_s": round(graphed, 1)})
                 print(json.dumps(rows[-1]), flush=True)
@@ -263,6 +265,7 @@ async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
                 if args.dump:
                     dump(args.dump, name, mode, queries, ranked, scores)
                 rows.append({"dataset": name, "mode": mode, "cap": settings.max_per_memory,
+                             "pool": settings.keyword_pool,
                              "queries": len(queries), **score(name, queries, ranked),
                              "p50_ms": percentile(latencies, 0.5),
                              "p95_ms": percentile(latencies, 0.95)})
@@ -323,6 +326,9 @@ async def main() -> None:
     parser.add_argument("--max-per-memory", nargs="+", type=int,
                         default=[Settings().max_per_memory],
                         help="ZAPOMNI_MAX_PER_MEMORY; several: each on the same ingest")
+    parser.add_argument("--keyword-pool", nargs="+", type=int,
+                        default=[Settings().keyword_pool],
+                        help="ZAPOMNI_KEYWORD_POOL; several: each on the same ingest")
     args = parser.parse_args()
     async with cached_store() as url:
         rows = await run(args, url)
