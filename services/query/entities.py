@@ -22,7 +22,7 @@ from zapomni.services.query.keyword import idf, terms
 from zapomni.shared import cypher
 from zapomni.shared.entities import ENTITY_TYPES, entity_id, entity_key
 from zapomni.shared.errors import InvalidInput, NotFound
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.graphstore import GraphStore, namespace_exists, run, run_cells
 from zapomni.shared.messages import (
     EntityDetail,
     EntityHit,
@@ -119,7 +119,7 @@ async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str,
     """The names each chunk mentions, most mentioned first."""
     if not chunk_ids:
         return {}
-    rows = await run(graph, cypher.CHUNK_ENTITY_NAMES, {"ids": chunk_ids}, read_only=True)
+    rows = await run_cells(graph, cypher.CHUNK_ENTITY_NAMES, {"ids": chunk_ids})
     found: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for chunk_id, name, count in rows:
         found[chunk_id].append((-int(count), name))
