@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from zapomni.shared import metrics
-from zapomni.shared.falkordb_internals import VectorLiteral
+from zapomni.shared.falkordb_internals import ListLiteral
 from zapomni.shared.settings import Settings
 
 _encode_json = msgspec.json.Encoder().encode
@@ -52,13 +52,13 @@ def make_embedder(settings: Settings) -> Embedder:
     return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
 
 
-def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[VectorLiteral]:
+def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral]:
     """Vectors as query parameters, rounded to float32-level precision first (7 decimals:
     a shorter text, the same vector once stored as vecf32); ``None`` keeps every digit."""
     values = vectors.astype(np.float64)
     if decimals is not None:
         values = np.round(values, decimals)
-    return [VectorLiteral(_encode_json(row).decode()) for row in values.tolist()]
+    return [ListLiteral(_encode_json(row).decode()) for row in values.tolist()]
 
 
 class CachedEmbedder:

@@ -168,19 +168,25 @@ MORE_PER_HIT = 20  # further matches of one memory listed under its best result,
 def share_page(candidates: list[Candidate], cap: int) -> list[Candidate]:
     """At most ``cap`` results per memory (0: no cap), so one big memory on the question's
     topic does not fill the page: its further matches are listed under its best result
-    (``more``, in rank order) and the other memories move up. Copies, as in ``collapse``."""
+    (``more``, in rank order) and the other memories move up. A best that gets such matches
+    is a copy (with a list of its own to hold them), as in ``collapse``; the rest are kept as
+    they are."""
     if cap <= 0:
         return candidates
     kept: list[Candidate] = []
-    best: dict[str, Candidate] = {}
+    first: dict[str, int] = {}  # memory -> its best's position in kept
     count: dict[str, int] = {}
     for candidate in candidates:
         memory = candidate.memory_id
-        if count.get(memory, 0) < cap:
-            count[memory] = count.get(memory, 0) + 1
-            copy = replace(candidate, more=[])
-            best.setdefault(memory, copy)
-            kept.append(copy)
-        elif len(best[memory].more) < MORE_PER_HIT:
-            best[memory].more.append(candidate)
+        seen = count.get(memory, 0)
+        count[memory] = seen + 1
+        if seen < cap:
+            first.setdefault(memory, len(kept))
+            kept.append(candidate)
+            continue
+        at = first[memory]
+        if seen == cap:  # its first match past the cap
+            kept[at] = replace(kept[at], more=[])
+        if len(kept[at].more) < MORE_PER_HIT:
+            kept[at].more.append(candidate)
     return kept

@@ -41,6 +41,7 @@ from zapomni.services.query.postings import choose_pool, pool_rows, term_posting
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.shared import cypher, cypher_moves, metrics
 from zapomni.shared.embed import Embedder, to_params
+from zapomni.shared.falkordb_internals import number_list
 from zapomni.shared.graphstore import GraphStore, meta_pair, run, run_cells, search_state
 from zapomni.shared.messages import (
     MoreMatch,
@@ -276,7 +277,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
         best = choose_pool(chosen, lists, 2 * pool)
         found = await run_cells(graph, cypher.KEYWORD_POOL_ROWS, {
-            "nodes": [b[1] for b in best], "pool": pool, "now": params["now"],
+            "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
             "superseded": params["superseded"]})
         rows = pool_rows(best, found, pool)
         return rescore(rows, rows, rarity)[:params["depth"]]

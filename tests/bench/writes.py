@@ -30,7 +30,7 @@ import numpy as np
 
 from tests.support.servers import falkordb_process
 from tests.support.vectors import REAL, corpus
-from zapomni.shared.embed import VectorLiteral, to_params
+from zapomni.shared.embed import ListLiteral, to_params
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
 from zapomni.shared.messages import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
@@ -55,7 +55,7 @@ def spans(texts: list[str]) -> list[ChunkSpan]:
     return out
 
 
-def every_digit(vectors: np.ndarray) -> list[VectorLiteral]:
+def every_digit(vectors: np.ndarray) -> list[ListLiteral]:
     return to_params(vectors, decimals=None)
 
 

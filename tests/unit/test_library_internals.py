@@ -20,7 +20,7 @@ from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
 from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
 from zapomni.services.mcp.server import build_server
 from zapomni.shared.embed import to_params
-from zapomni.shared.falkordb_internals import VectorLiteral, falkordb_on, read_cells
+from zapomni.shared.falkordb_internals import ListLiteral, falkordb_on, read_cells
 from zapomni.shared.settings import Settings
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
@@ -124,7 +124,7 @@ async def test_mcp_limiter_refuses_a_body_over_max_body_size():
 
 
 def test_falkordb_writes_str_of_an_unknown_type_as_raw_query_text():
-    vector = VectorLiteral("[0.25,-1.5]")
+    vector = ListLiteral("[0.25,-1.5]")
     assert stringify_param_value(vector) == "[0.25,-1.5]", FALKORDB
     assert stringify_param_value([vector, vector]) == "[[0.25,-1.5],[0.25,-1.5]]", FALKORDB
 
