@@ -111,7 +111,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     keyword_postings: Annotated[int, Meta(ge=0)] = 0
     # full-text candidates the keyword signal re-scores with BM25 (more for deep asks: three
     # times the results asked for). See docs/benchmarks.md, "The keyword pool"
-    keyword_pool: Annotated[int, Meta(ge=10, le=1000)] = 200
+    keyword_pool: Annotated[int, Meta(ge=10, le=1000)] = 100
     # memories added one after another to one thread (a conversation) lend each other
     # this share of their fused score (hybrid, score fusion; 0 turns it off)
     weight_context: float = 0.5

@@ -86,8 +86,10 @@ def read(path: Path) -> str:
 
 def distractors(count: int) -> list[str]:
     """``count`` distinct passages of 300-1,200 characters: paragraphs joined until long
-    enough."""
+    enough (none: the labelled set alone)."""
     seen: dict[str, None] = {}
+    if count <= 0:
+        return []
     for path in files():
         passage = ""
         for paragraph in PARAGRAPH.split(read(path)):
