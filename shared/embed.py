@@ -11,16 +11,13 @@ import contextlib
 import hashlib
 from typing import Protocol
 
-import msgspec
 import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from zapomni.shared import metrics
-from zapomni.shared.falkordb_internals import ListLiteral
+from zapomni.shared.falkordb_internals import ListLiteral, number_list
 from zapomni.shared.settings import Settings
-
-_encode_json = msgspec.json.Encoder().encode
 
 
 class Embedder(Protocol):
@@ -58,7 +55,7 @@ def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral
     values = vectors.astype(np.float64)
     if decimals is not None:
         values = np.round(values, decimals)
-    return [ListLiteral(_encode_json(row).decode()) for row in values.tolist()]
+    return [number_list(row) for row in values.tolist()]
 
 
 class CachedEmbedder:

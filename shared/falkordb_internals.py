@@ -44,8 +44,9 @@ class ListLiteral:
         return self.text
 
 
-def number_list(values: list[int]) -> ListLiteral:
-    """Integers (node ids) as one ListLiteral."""
+def number_list(values: list[int] | list[float]) -> ListLiteral:
+    """Numbers (a vector's, node ids) as one ListLiteral, in msgspec's shortest round-trip
+    digits."""
     return ListLiteral(_encode_json(values).decode())
 
 
