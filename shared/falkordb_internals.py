@@ -6,8 +6,7 @@ The client sends query parameters as text: ``Graph._build_params_header`` writes
 ``CYPHER name=value ...`` header in front of the query, each value rendered by
 ``falkordb.helpers.stringify_param_value``, which quotes strings, renders lists and dicts item
 by item and writes ``str()`` of any other type. ``ListLiteral`` relies on that last rule to
-hand the client a vector
-(or node ids) already rendered as Cypher list text.
+hand the client a vector (or node ids) already rendered as Cypher list text.
 
 ``falkordb_on`` builds the client object around a connection of ours, bypassing its
 ``__init__``: see there why.
