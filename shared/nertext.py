@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from zapomni.shared import wordfrequency
+
 UNKNOWN = "unknown"
 
 _M = re.MULTILINE
@@ -44,6 +46,9 @@ _CODE: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"^\.\. .*(?:\n(?:[ \t]+\S.*|[ \t]*)$)*", _M), 0),
     (re.compile(r"::[ \t]*\n(?:[ \t]*\n)+((?:[ \t]+\S.*\n?|[ \t]*\n)+)", _M), -1),
     (re.compile(r"<!--.*?-->", re.DOTALL), 0),
+    (re.compile(r"\A---[ \t]*\n(?:.*\n){0,40}?---[ \t]*$", _M), 0),  # YAML front matter
+    (re.compile(r"^[ \t]*:\w[\w ]*:(?=\s)", _M), 0),  # rST fields: ":param path:"
+    (re.compile(r"\$\{?[A-Za-z_]\w*\}?"), 0),  # shell variables: $HOME, ${var}
     # a line of code in prose: a prompt, an import, a definition, an assignment, a brace
     (re.compile(r"^[ \t]*(?:>>>|\.\.\.(?=\s)|\$ |#!|import |from \S+ import |def |class \w+"
                 r"[(:]|cdef |@\w|return\b|[\w.\[\]\"']+ *[-+*/]?= ).*$|^.*(?:[{;]|\);)[ \t]*$",
@@ -99,7 +104,37 @@ def ner_text(text: str) -> tuple[str, bool]:
         cleaned = pattern.sub(replace, text)
         technical = technical or (code and cleaned != text)
         text = cleaned
-    return text, technical
+    return text, technical or names_code(text)
+
+
+# a word with a capital inside it (EventLoop, XMLReader) and its parts of three letters or
+# more (Event, Loop; XML, Reader)
+_INNER_CAPITAL = re.compile(r"(?<![\w-])[A-Z]\w*(?:[a-z\d][A-Z]|[A-Z]{2}[a-z])\w*(?![\w-])")
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+_LOWER_WORD = re.compile(r"(?<![\w-])[a-z]{6,}(?![\w-])")
+_UNKNOWN_LOWER = 2  # one unknown word may be a foreign or rare one; two are identifiers
+
+
+def names_code(text: str) -> bool:
+    """Whether prose names code without markup, as docstrings and changelogs do: a class
+    (``TimerHandle``: two words or more run together, each one wordfreq knows, where
+    wordfreq has never seen the whole; ``GitHub`` and ``McDonald`` it has, and ``LeFavour``
+    is one word), an exception (``ValueError``), or two lower-case words of six letters or
+    more that wordfreq has never seen (``splitchars``, ``headersonly``: identifiers)."""
+    if any(compound(word) or _EXCEPTION.search(word)
+           for word in map(re.Match.group, _INNER_CAPITAL.finditer(text))):
+        return True
+    unknown = {word for word in _LOWER_WORD.findall(text) if not wordfrequency.known(word)}
+    return len(unknown) >= _UNKNOWN_LOWER
+
+
+def compound(word: str) -> bool:
+    """Whether ``word`` is English words run together as code writes a class name."""
+    parts = [part for part in _PARTS.findall(word) if len(part) >= 3]
+    return (len(parts) >= 2 and not wordfrequency.known(word)
+            and all(map(wordfrequency.known, parts)))
 
 
 _CODE_CHARS = re.compile(r"[\[\](){}<>=$@#|\\/*`^~;\"_]|^-|\s[-+*/%]\s")
@@ -152,7 +187,8 @@ def shown_type(kind: str, name: str, technical: bool) -> str:
 
 
 # literals of Python and C, and class names of exceptions: code in prose, never names
-_CODE_WORDS = frozenset({"None", "True", "False", "NULL", "Ellipsis", "NotImplemented"})
+_CODE_WORDS = frozenset({"None", "True", "False", "NULL", "NaN", "Ellipsis",
+                         "NotImplemented"})
 _EXCEPTION = re.compile(r"[A-Za-z\d](?:Error|Exception|Warning)$")
 _ALL_CAPS = re.compile(r"^[A-Z][A-Z\d]*$")
 _LOUD = 5  # an all-caps word this long or longer is read as a constant or shouting
@@ -197,9 +233,57 @@ def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool)
     if not technical:
         return True
     if not single:
-        return not any(tag.startswith("VB") for tag in tags)
+        return run_kept(name, tags)
     if _ALL_CAPS.match(name):
-        return len(name) < _LOUD
-    if not _PROPER.intersection(tags):
+        return len(name) < _LOUD and named_as_thing(name, text)
+    if class_name(name) or not _PROPER.intersection(tags) or wordfrequency.common(name):
         return False
     return not head or capitalised_inside(name, text)
+
+
+_CAPITAL_INSIDE = re.compile(r"[a-z\d][A-Z]|[A-Z]{2}[a-z]")
+
+
+def class_name(word: str) -> bool:
+    """Whether a word is written like a class of code (a capital inside it: ``EventLoop``,
+    ``XMLReader``, ``BZ2File``) and is a word nobody uses outside code (wordfreq has never
+    seen it, where it has seen ``GitHub`` and ``JavaScript``)."""
+    return bool(_CAPITAL_INSIDE.search(word)) and not wordfrequency.known(word)
+
+
+# what an all-caps name is the name of when the text says so: "the WSGI specification",
+# "GIF format", "BSD licence" (where "EOF", "PATH" or "RFC" stand alone)
+_THING = (r"(?:specifications?|spec|standards?|protocols?|formats?|licen[cs]es?|projects?|"
+          r"foundation|consortium|corporation|compan(?:y|ies)|team|group|library|"
+          r"libraries|toolkit|framework|language|encoding|files?|images?|browsers?)\b")
+
+
+def named_as_thing(name: str, text: str) -> bool:
+    """Whether ``text`` writes the all-caps ``name`` before a noun that says what kind of
+    thing it names (``WSGI specification``, ``JPEG files``)."""
+    return bool(re.search(r"(?<![\w-])" + re.escape(name) + r"[ \t]+" + _THING, text,
+                          re.IGNORECASE))
+
+
+_MAX_RUN = 4  # more words than a person's full name: a list or a line of text
+_RUN_PUNCTUATION = re.compile(r"[,:;!?]|'s\b|’s\b")
+_NOT_IN_A_NAME = ("VB", "IN", "DT", "CC", "TO", "MD", "WDT", "WP", "PRP")
+
+
+def run_kept(name: str, tags: Sequence[str]) -> bool:
+    """Whether a run of words on technical text is shown as one name: at most four words,
+    each capitalised, no list punctuation or possessive inside, no verb, preposition,
+    article or conjunction (``Subclass of Future``, ``Courier, Times``),
+    not every word an everyday English word (a heading or table header:
+    ``Package Version``, ``Returns True``), and not a rare word followed by an everyday one
+    (a name run into the text after it: ``Peter Hutterer Date``)."""
+    words = name.split()
+    if len(words) > _MAX_RUN or _RUN_PUNCTUATION.search(name):
+        return False
+    if any(word[:1].islower() for word in words):
+        return False
+    if any(tag.startswith(_NOT_IN_A_NAME) for tag in tags):
+        return False
+    if all(map(wordfrequency.common, words)):
+        return False
+    return not wordfrequency.everyday(words[-1])
