@@ -18,14 +18,21 @@ than a wrong one. An entity's type is the one most of its mentions have.
 user more than a missed one. Anywhere, a name needs a capital letter, a single word must not
 also be written in lower case in the same chunk ("Format" beside "format"), and code words
 (``None``, ``ValueError``) are not names. On technical text, where the model takes a
-changelog's verbs and a docstring's class names for names, a single word must also be a
-proper noun to the tagger and, at the head of a sentence or line, be written capitalised
-mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog line is a verb,
-"Avery" mid-sentence is a name); an all-caps word of five characters or more is a constant or
-shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it ran a name into
-the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a Wikipedia
-paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
-each rule removed on the judged samples.
+changelog's verbs, a docstring's class names and a table's headers for names, a name must
+show more (wordfreq's word frequencies, shared/wordfrequency.py, tell an everyday word from
+a rare one): a single word must be a proper noun to the tagger, no everyday English word
+("Queue", "Optional", and so also "Windows" and "Python"), no class name ("EventLoop"),
+and at the head of a sentence or line be written capitalised mid-sentence somewhere in the
+chunk; an all-caps word is shown only where the chunk says what it names ("the WSGI
+specification"; "EOF", "PATH", "RFC" alone are not); a run of words must be two to four
+capitalised words or initials, with no verb, preposition or article, not only everyday
+words (a heading: "Package Version"), not ending on an everyday word after a rare one
+("Peter Hutterer Date") and, unless the model reads a person, not opening with an everyday
+word ("Missing Huffman"). A chunk is technical when ``ner_text`` blanked code in it, or its
+prose names code (``names_code``: a class name, an exception, identifiers in lower case,
+three words of programming). Prose keeps what the model says (a Wikipedia paragraph opens
+with its subject's name). docs/benchmarks.md, "Knowledge graph", says what the rules
+removed on the judged samples and what they cost.
 """
 
 from __future__ import annotations
@@ -127,7 +134,29 @@ def names_code(text: str) -> bool:
            for word in map(re.Match.group, _INNER_CAPITAL.finditer(text))):
         return True
     unknown = {word for word in _LOWER_WORD.findall(text) if not wordfrequency.known(word)}
-    return len(unknown) >= _UNKNOWN_LOWER
+    return len(unknown) >= _UNKNOWN_LOWER or talks_code(text)
+
+
+# the vocabulary of programming and its changelogs; three different words of it in one
+# chunk are a text about code (on the retrieval sets, 8 of 2,884 Wikipedia paragraphs)
+_PROGRAMMING = re.compile(
+    r"(?<![\w-])(?:functions?|arguments?|args|parameters?|methods?|modules?|bytes?|strings?|"
+    r"integers?|boolean|returns?|returned|default|instances?|subclass(?:es)?|attributes?|"
+    r"callbacks?|exceptions?|compilers?|compiled?|bugs?|crash(?:es)?|patch(?:es)?|"
+    r"config(?:uration)?|director(?:y|ies)|plugins?|objects?|variables?|librar(?:y|ies)|"
+    r"headers?|buffers?|sockets?|encoding|decoder|encoder|parser|syntax|interface|"
+    r"implementation|implements?|deprecated|tests?|builds?|install(?:ed|ation)?|options?|"
+    r"characters?|files?|fix(?:ed|es)?|flags?|keywords?|values?|index|tuples?|dictionar(?:y|ies)|"
+    r"lists?|null|arrays?|widgets?|events?|loop|threads?|process|protocol|servers?|clients?|"
+    r"requests?|responses?)(?![\w-])", re.IGNORECASE)
+_PROGRAMMING_WORDS = 3
+
+
+def talks_code(text: str) -> bool:
+    """Whether ``text`` uses three different words of programming (``returns``, ``bytes``,
+    ``argument``): a docstring or a changelog with nothing to blank is still about code."""
+    found = {word.lower() for word in _PROGRAMMING.findall(text)}
+    return len(found) >= _PROGRAMMING_WORDS
 
 
 def compound(word: str) -> bool:
@@ -175,8 +204,8 @@ def shown_type(kind: str, name: str, technical: bool) -> str:
     most of the time (docs/benchmarks.md, "Knowledge graph"): there only a person with a
     person's name (two to four capitalised words: "Cory Benfield", "Junio C. Hamano") keeps
     its type. Anywhere, a name in lower case (a command or package: "git", "urllib3") has
-    none."""
-    if name[:1].islower():
+    none, and one in capitals is no person ("JFIF", "DRI2")."""
+    if name[:1].islower() or (kind == "person" and name.upper() == name):
         return UNKNOWN
     if not technical:
         return kind
@@ -223,17 +252,18 @@ def code_word(name: str) -> bool:
     return name in _CODE_WORDS or bool(_EXCEPTION.search(name))
 
 
-def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool) -> bool:
+def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool,
+         kind: str = UNKNOWN) -> bool:
     """Whether a find that ``is_name`` is shown: ``tags`` are its words' part-of-speech tags,
-    ``head`` says it begins a sentence or line, ``text`` is its chunk (as the model read it).
-    See the module's docstring for the rules and why."""
+    ``head`` says it begins a sentence or line, ``text`` is its chunk (as the model read it),
+    ``kind`` the model's type. See the module's docstring for the rules and why."""
     single = " " not in name
     if name.lower() == name or code_word(name) or (single and written_lower(name, text)):
         return False
     if not technical:
         return True
     if not single:
-        return run_kept(name, tags)
+        return run_kept(name, tags, kind)
     if _ALL_CAPS.match(name):
         return len(name) < _LOUD and named_as_thing(name, text)
     if class_name(name) or not _PROPER.intersection(tags) or wordfrequency.common(name):
@@ -266,24 +296,37 @@ def named_as_thing(name: str, text: str) -> bool:
 
 
 _MAX_RUN = 4  # more words than a person's full name: a list or a line of text
-_RUN_PUNCTUATION = re.compile(r"[,:;!?]|'s\b|’s\b")
+_INITIAL = re.compile(r"[A-Z]\.?")
+_POSSESSIVE = re.compile(r"['’]s$")
 _NOT_IN_A_NAME = ("VB", "IN", "DT", "CC", "TO", "MD", "WDT", "WP", "PRP")
 
 
-def run_kept(name: str, tags: Sequence[str]) -> bool:
-    """Whether a run of words on technical text is shown as one name: at most four words,
-    each capitalised, no list punctuation or possessive inside, no verb, preposition,
-    article or conjunction (``Subclass of Future``, ``Courier, Times``),
-    not every word an everyday English word (a heading or table header:
-    ``Package Version``, ``Returns True``), and not a rare word followed by an everyday one
-    (a name run into the text after it: ``Peter Hutterer Date``)."""
+def run_kept(name: str, tags: Sequence[str], kind: str) -> bool:
+    """Whether a run of words on technical text is shown as one name (``kind``: the model's
+    type). At most four words, each a capitalised word (no capitals, digits or code inside:
+    not ``Root CA X3``, ``HTTP 301``, ``XID BadMatch``) or an initial; no verb,
+    preposition, article or conjunction (``Subclass of Future``); not only everyday English
+    words (a heading or table header: ``Package Version``, ``Returns True``); no rare word
+    followed by an everyday one at the end (a name run into the next word: ``Peter
+    Hutterer Date``); and, unless the model reads a person (``Mark Adler``), not opening
+    with an everyday word (``Missing Huffman``, ``Across Bootstrap``)."""
     words = name.split()
-    if len(words) > _MAX_RUN or _RUN_PUNCTUATION.search(name):
-        return False
-    if any(word[:1].islower() for word in words):
+    if len(words) > _MAX_RUN or not all(map(name_word, words)):
         return False
     if any(tag.startswith(_NOT_IN_A_NAME) for tag in tags):
         return False
-    if all(map(wordfrequency.common, words)):
+    if all(map(wordfrequency.common, words)) or wordfrequency.everyday(words[-1]):
         return False
-    return not wordfrequency.everyday(words[-1])
+    return kind == "person" or not wordfrequency.everyday(words[0])
+
+
+def name_word(word: str) -> bool:
+    """An initial (``J.``), or a capitalised word of letters (``Lemburg``, ``Côté``,
+    ``Berners-Lee``, ``McQueen``) that is not a class name or a possessive."""
+    if _INITIAL.fullmatch(word):
+        return True
+    if _POSSESSIVE.search(word):
+        return False
+    letters = re.sub(r"(?<=\w)[-'’](?=\w)", "", word)
+    return (word[:1].isupper() and letters.isalpha() and not letters.isupper()
+            and not class_name(word))

@@ -133,7 +133,7 @@ def chunk_entities(doc, technical: bool = False, chunk: str | None = None) -> Ch
             if kind is None or len(key) < 2 or not is_name(name) or BLANKED.search(ent.text):
                 continue
             if not kept(name, [t.tag_ for t in ent], heads(sentence, ent),
-                        doc.text if chunk is None else chunk, technical):
+                        doc.text if chunk is None else chunk, technical, kind):
                 continue
             types.setdefault(key, Counter())[shown_type(kind, name, technical)] += 1
             if key not in found.mentions:

@@ -17,6 +17,7 @@ from zapomni.shared.nertext import (
     named_as_thing,
     ner_text,
     shown_type,
+    talks_code,
     written_lower,
 )
 from zapomni.workers.extract import EntityModel
@@ -99,6 +100,9 @@ def test_types_on_technical_text_are_kept_only_where_they_hold_up():
     assert shown_type("place", "Linux", technical=True) == UNKNOWN
     assert shown_type("organization", "Tidelift", technical=True) == UNKNOWN
     assert shown_type("product", "Windows", technical=True) == UNKNOWN
+    # a name in capitals is no person's, anywhere
+    assert shown_type("person", "JFIF", technical=False) == UNKNOWN
+    assert shown_type("organization", "NASA", technical=False) == "organization"
     # prose keeps the model's types; a name in lower case (a command, a package) has none
     assert shown_type("place", "Vienna", technical=False) == "place"
     assert shown_type("person", "Python", technical=False) == "person"
@@ -241,10 +245,21 @@ def test_a_run_that_is_no_one_name_is_not_shown_on_technical_text(run):
     assert not kept(run, tags, False, "x", technical=True)
 
 
-@pytest.mark.parametrize("run", ["Helena Varga", "Mark Adler", "Bootstrap Icons",
-                                 "Marc-Andre Lemburg", "J. Lewis Muir"])
-def test_a_name_of_several_words_stays_on_technical_text(run):
-    assert kept(run, ["NNP"] * len(run.split()), False, "x", technical=True)
+@pytest.mark.parametrize(("run", "kind"), [
+    ("Helena Varga", "person"), ("Mark Adler", "person"), ("J. Lewis Muir", "person"),
+    ("Marc-Andre Lemburg", "person"), ("Michał Kułach", "person"), ("Craig McQueen", "person"),
+    ("Bootstrap Icons", "product"), ("Marc-Andre Lemburg", "organization")])
+def test_a_name_of_several_words_stays_on_technical_text(run, kind):
+    assert kept(run, ["NNP"] * len(run.split()), False, "x", technical=True, kind=kind)
+
+
+@pytest.mark.parametrize("run", ["Missing Huffman", "Mark Adler", "Root CA", "HTTP Server",
+                                 "Alpha EV5", "XID BadMatch"])
+def test_a_run_opening_with_an_everyday_word_or_with_capitals_inside_is_no_name(run):
+    """... unless the model reads a person: "Mark Adler" is one, "Missing Huffman" is not."""
+    tags = ["NNP"] * len(run.split())
+    assert not kept(run, tags, False, "x", technical=True, kind="product")
+    assert kept(run, tags, False, "x", technical=False, kind="product")
 
 
 @pytest.mark.parametrize("text", [
@@ -254,6 +269,15 @@ def test_a_name_of_several_words_stays_on_technical_text(run):
     "---\nlayout: docs\ntitle: Modal\n---\nThe modal opens."])
 def test_code_named_without_markup_makes_a_text_technical(text):
     assert ner_text(text)[1]
+
+
+@pytest.mark.parametrize("text", [
+    "Return the number of bytes read; the default is the whole file.",
+    "Fix a crash when the config has no headers (#11814)."])
+def test_three_words_of_programming_make_a_text_technical(text):
+    assert talks_code(text)
+    assert ner_text(text)[1]
+    assert not talks_code("The string quartet played the default programme.")
 
 
 @pytest.mark.parametrize("text", [
