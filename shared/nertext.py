@@ -55,7 +55,7 @@ _CODE: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"<!--.*?-->", re.DOTALL), 0),
     (re.compile(r"\A---[ \t]*\n(?:.*\n){0,40}?---[ \t]*$", _M), 0),  # YAML front matter
     (re.compile(r"^[ \t]*:\w[\w ]*:(?=\s)", _M), 0),  # rST fields: ":param path:"
-    (re.compile(r"\$\{?[A-Za-z_]\w*\}?"), 0),  # shell variables: $HOME, ${var}
+    (re.compile(r"(?<![\w$])\$(?:\{\w+\}|[A-Z_][A-Z\d_]+\b)"), 0),  # $HOME, ${var}
     # a line of code in prose: a prompt, an import, a definition, an assignment, a brace
     (re.compile(r"^[ \t]*(?:>>>|\.\.\.(?=\s)|\$ |#!|import |from \S+ import |def |class \w+"
                 r"[(:]|cdef |@\w|return\b|[\w.\[\]\"']+ *[-+*/]?= ).*$|^.*(?:[{;]|\);)[ \t]*$",
@@ -93,12 +93,27 @@ def _blank(text: str) -> str:
     return "".join("\n" if ch == "\n" else " " for ch in text)
 
 
+# what the code patterns blank that an encyclopedia's prose has too, and so does not make a
+# text technical: ``quotes'' in the LaTeX manner, a sentence run into the next
+# ("airport.The", "Ph.D"), a brand with a small first letter ("iTunes"), a name before a
+# bracket ("Karkun(Kam", "501(c)", "player(s)"), a one-part path ("/ref"), words between
+# slashes ("producer/writer/composer", "/Pamankada/Colombo"), a pronunciation ("/ɣut/") and
+# wiki markup ("<ref>", "<br>")
+_PROSE_TOO = re.compile(r"``?[^`\n]*''[^`\n]*(?:``?)?_{0,2}|[A-Za-z]+(?:\.[A-Z][a-z]*)+|"
+                        r"[a-z][A-Z]\w*|[A-Z][^\W\d_]*\([^()\n]*\)|\w+\([A-Za-z]\)|/[^/\s]+/?\.?|"
+                        r"[^\W\d_]+(?:/[^\W\d_]+)+\.?|(?:/[A-Z][^\W\d_]*)+\.?|\S*[^\x00-\x7f]\S*|"
+                        r"</?(?:ref|nowiki|br)\b[^<>\n]*>")
+
+
 def ner_text(text: str) -> tuple[str, bool]:
     """The text with what is not prose blanked (same length; newlines kept), and whether
     anything technical (code, links, addresses, paths, flags, identifiers) was blanked."""
     technical = False
     for pattern, keep, code in _MASKS:
-        def replace(match: re.Match[str], keep: int = keep) -> str:
+        def replace(match: re.Match[str], keep: int = keep, code: bool = code) -> str:
+            nonlocal technical
+            technical = technical or (code and bool(match.group().strip())
+                                      and not _PROSE_TOO.fullmatch(match.group()))
             if keep == 0:
                 return _blank(match.group())
             group = abs(keep)
@@ -108,9 +123,7 @@ def ner_text(text: str) -> tuple[str, bool]:
             if keep < 0:  # the group is what goes (a literal block)
                 return whole[:first] + _blank(whole[first:last]) + whole[last:]
             return _blank(whole[:first]) + whole[first:last] + _blank(whole[last:])
-        cleaned = pattern.sub(replace, text)
-        technical = technical or (code and cleaned != text)
-        text = cleaned
+        text = pattern.sub(replace, text)
     return text, technical or names_code(text)
 
 
@@ -121,34 +134,35 @@ _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]{6,}(?![\w-])")
-_UNKNOWN_LOWER = 2  # one unknown word may be a foreign or rare one; two are identifiers
+_COMPOUNDS = 2  # one may be a brand (BeijingDance, MidWestOne); a docstring names several
+_UNKNOWN_LOWER = 3  # one or two may be foreign or rare words (a plant's Latin name); three are code
 
 
 def names_code(text: str) -> bool:
-    """Whether prose names code without markup, as docstrings and changelogs do: a class
+    """Whether prose names code without markup, as docstrings and changelogs do: two classes
     (``TimerHandle``: two words or more run together, each one wordfreq knows, where
     wordfreq has never seen the whole; ``GitHub`` and ``McDonald`` it has, and ``LeFavour``
-    is one word), an exception (``ValueError``), or two lower-case words of six letters or
+    is one word), an exception (``ValueError``), or three lower-case words of six letters or
     more that wordfreq has never seen (``splitchars``, ``headersonly``: identifiers)."""
-    if any(compound(word) or _EXCEPTION.search(word)
-           for word in map(re.Match.group, _INNER_CAPITAL.finditer(text))):
+    capitals = set(map(re.Match.group, _INNER_CAPITAL.finditer(text)))
+    if any(map(_EXCEPTION.search, capitals)) or sum(map(compound, capitals)) >= _COMPOUNDS:
         return True
     unknown = {word for word in _LOWER_WORD.findall(text) if not wordfrequency.known(word)}
     return len(unknown) >= _UNKNOWN_LOWER or talks_code(text)
 
 
-# the vocabulary of programming and its changelogs; three different words of it in one
-# chunk are a text about code (on the retrieval sets, 8 of 2,884 Wikipedia paragraphs)
+# the vocabulary of programming and its changelogs (not words that an encyclopedia uses as
+# often: "character", "list", "library", "event"); three different words of it in one chunk
+# are a text about code
 _PROGRAMMING = re.compile(
     r"(?<![\w-])(?:functions?|arguments?|args|parameters?|methods?|modules?|bytes?|strings?|"
     r"integers?|boolean|returns?|returned|default|instances?|subclass(?:es)?|attributes?|"
     r"callbacks?|exceptions?|compilers?|compiled?|bugs?|crash(?:es)?|patch(?:es)?|"
-    r"config(?:uration)?|director(?:y|ies)|plugins?|objects?|variables?|librar(?:y|ies)|"
-    r"headers?|buffers?|sockets?|encoding|decoder|encoder|parser|syntax|interface|"
-    r"implementation|implements?|deprecated|tests?|builds?|install(?:ed|ation)?|options?|"
-    r"characters?|files?|fix(?:ed|es)?|flags?|keywords?|values?|index|tuples?|dictionar(?:y|ies)|"
-    r"lists?|null|arrays?|widgets?|events?|loop|threads?|process|protocol|servers?|clients?|"
-    r"requests?|responses?)(?![\w-])", re.IGNORECASE)
+    r"config(?:uration)?|director(?:y|ies)|plugins?|objects?|variables?|headers?|buffers?|"
+    r"sockets?|encoding|decoder|encoder|parser|syntax|interface|implementation|implements?|"
+    r"deprecated|tests?|builds?|install(?:ed|ation)?|options?|files?|fix(?:ed|es)?|flags?|"
+    r"keywords?|values?|index|tuples?|dictionar(?:y|ies)|null|arrays?|widgets?|loop|threads?|"
+    r"process|protocol|servers?|clients?|requests?|responses?)(?![\w-])", re.IGNORECASE)
 _PROGRAMMING_WORDS = 3
 
 
@@ -204,8 +218,9 @@ def shown_type(kind: str, name: str, technical: bool) -> str:
     most of the time (docs/benchmarks.md, "Knowledge graph"): there only a person with a
     person's name (two to four capitalised words: "Cory Benfield", "Junio C. Hamano") keeps
     its type. Anywhere, a name in lower case (a command or package: "git", "urllib3") has
-    none, and one in capitals is no person ("JFIF", "DRI2")."""
-    if name[:1].islower() or (kind == "person" and name.upper() == name):
+    none, nor has one word in capitals: the model types "NASA" by its shape as it types
+    "UTC", "JFIF" or "TAB" (an organisation, a person); a type ranks no search."""
+    if name[:1].islower() or _ALL_CAPS.match(name):
         return UNKNOWN
     if not technical:
         return kind

@@ -281,11 +281,13 @@ async def test_a_markdown_document_gives_no_entity_from_its_code_or_links(client
                        namespace="md")
     names = {name for name, _ in rows}
     assert "Helena Varga" in names  # prose is read
-    assert "Vienna" in names
-    # nothing from the code block, inline code, the link's target, the address or the path
+    # nothing from the code block, inline code, the link's target, the address or the path;
+    # and on technical text no everyday English word: Vienna is one by its frequency (the
+    # price of showing few wrong names, docs/benchmarks.md "Knowledge graph")
     assert not names & {"Grzegorz Brzeczyszczykiewicz", "Paris", "Engine", "Madrid", "Oslo",
-                        "Ingrid Bergstrom", "Tomasz", "Lisbon", "Piotr", "Piotr Nowak"}
+                        "Ingrid Bergstrom", "Tomasz", "Lisbon", "Piotr", "Piotr Nowak",
+                        "Vienna"}
     # technical text: a type only for a person's name, the rest shown as unknown
     assert {kind for _, kind in rows} <= {"person", "unknown"}
-    found = await call(client, "search_entities", query="vienna", type="unknown", namespace="md")
-    assert [e["name"] for e in found["results"]] == ["Vienna"]
+    found = await call(client, "search_entities", query="varga", type="unknown", namespace="md")
+    assert [e["name"] for e in found["results"]] == ["Helena Varga"]
