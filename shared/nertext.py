@@ -29,7 +29,7 @@ capitalised words or initials, with no verb, preposition or article, not only ev
 words (a heading: "Package Version"), not ending on an everyday word after a rare one
 ("Peter Hutterer Date") and, unless the model reads a person, not opening with an everyday
 word ("Missing Huffman"). A chunk is technical when ``ner_text`` blanked code in it, or its
-prose names code (``names_code``: a class name, an exception, identifiers in lower case,
+prose names code (``names_code``: two class names, an exception, identifiers in lower case,
 three words of programming). Prose keeps what the model says (a Wikipedia paragraph opens
 with its subject's name). docs/benchmarks.md, "Knowledge graph", says what the rules
 removed on the judged samples and what they cost.
