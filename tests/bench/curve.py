@@ -26,9 +26,9 @@ leg early; the row then says so.
 cut by the workers' chunker, written with the workers' own store functions (write_memory,
 write_chunks, link_chunks, mark_ready) straight into FalkorDB, four at a time; then the
 workers ingest the rest of the leg, and the row's ingest rate is theirs over that rest
-(at the size, not averaged from zero). Through the workers this host ingests ~90 chunks/s,
-so 1M chunks take ~3 hours; FalkorDB's own work per chunk (HNSW insert, full-text postings)
-is the same either way.
+(at the size, not averaged from zero). Through the workers the whole curve took 2 hours
+here (2026-11-26: 424 chunks/s at 10k, 133 at 1M; docs/benchmarks.md); FalkorDB's own work
+per chunk (HNSW insert, full-text postings) is the same either way.
 Prints a table; writes tests/bench/results/curve.json. Not part of the test suite.
 """
 
