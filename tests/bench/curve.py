@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import hashlib
 import json
 import tempfile
 import time
@@ -48,7 +47,7 @@ import numpy as np
 import redis.asyncio
 
 from tests.bench.scaling import TABLE, documents
-from tests.bench.vectors import pct, rss_by_process, search_service
+from tests.bench.vectors import pct, rss_by_process, search_service, write_ready
 from tests.support.servers import ThreadedServer
 from tests.support.stack import Stack
 from tests.support.table_ollama import TableOllama, fidelity
@@ -60,10 +59,8 @@ from zapomni.shared import tasks
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed import to_params
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
-from zapomni.shared.messages import IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
-from zapomni.workers.store import link_chunks, mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -140,14 +137,8 @@ async def preload(store: GraphStore, redis: redis.asyncio.Redis, server: TableOl
 
     async def one(text: str) -> int:
         chunks = await asyncio.to_thread(chunker.split, text)
-        memory = hashlib.sha256(text.encode()).hexdigest()[:32]
-        job = IngestJob(task_id=memory, memory_id=memory, namespace="default", text=text,
-                        content_hash=memory, created_at=time.time())
-        vectors = server.lookup([c.text for c in chunks])
-        await write_memory(graph, job, len(chunks))
-        await write_chunks(graph, memory, chunks, vectors, prop)
-        await link_chunks(graph, memory, len(chunks))
-        await mark_ready(graph, memory, memory)
+        await write_ready(graph, text, chunks, server.lookup([c.text for c in chunks]), prop,
+                          linked=True)
         return len(chunks)
 
     while have < target:

@@ -49,7 +49,7 @@ from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
 from zapomni.shared.messages import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
-from zapomni.workers.store import mark_ready, write_chunks, write_memory
+from zapomni.workers.store import link_chunks, mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -79,12 +79,7 @@ async def write(store: GraphStore, texts: list[str], vectors: np.ndarray, start:
             text = f"{text}\n{texts[row]}" if text else texts[row]
             spans.append(ChunkSpan(idx=idx, text=texts[row], char_start=begin,
                                    char_end=len(text), tokens=len(texts[row].split())))
-        memory = hashlib.sha256(text.encode()).hexdigest()[:32]
-        job = IngestJob(task_id=memory, memory_id=memory, namespace="default", text=text,
-                        content_hash=memory, created_at=time.time())
-        await write_memory(graph, job, len(spans))
-        await write_chunks(graph, memory, spans, vectors[first : first + len(spans)])
-        await mark_ready(graph, memory, memory)
+        memory = await write_ready(graph, text, spans, vectors[first : first + len(spans)])
         for idx, row in enumerate(rows):
             ids[f"{memory}:{idx}"] = row
 
@@ -93,6 +88,22 @@ async def write(store: GraphStore, texts: list[str], vectors: np.ndarray, start:
     for batch in range(0, len(firsts), 4):
         await asyncio.gather(*(one(f) for f in firsts[batch : batch + 4]))
     return (stop - start) / (time.perf_counter() - started)
+
+
+async def write_ready(graph, text: str, spans: list[ChunkSpan], vectors: np.ndarray,
+                      prop: str = "embedding", linked: bool = False) -> str:
+    """One memory of the namespace "default" written as a worker writes it, without the
+    queue: its node, its chunks (``linked``: and their NEXT links) and then ready. Returns its
+    id, the text's hash."""
+    memory = hashlib.sha256(text.encode()).hexdigest()[:32]
+    job = IngestJob(task_id=memory, memory_id=memory, namespace="default", text=text,
+                    content_hash=memory, created_at=time.time())
+    await write_memory(graph, job, len(spans))
+    await write_chunks(graph, memory, spans, vectors, prop)
+    if linked:
+        await link_chunks(graph, memory, len(spans))
+    await mark_ready(graph, memory, memory)
+    return memory
 
 
 async def rebuild(graph, m: int, ef_construction: int, ef_runtime: int) -> float:
