@@ -2,8 +2,8 @@
 score a judged sample.
 
     ./dev bench entities score tests/data/entity_judgements_fresh.jsonl
-    ./dev bench entities draw --out FILE [--sources first|more] [--per-source 4] [--total 330]
-                              [--seed 25]
+    ./dev bench entities draw --out FILE [--sources first|more|packages] [--per-source 4]
+                              [--total 330] [--seed 25] [--per-package N]
     ./dev bench entities rejudge tests/data/entity_judgements.jsonl
 
 ``score`` recomputes precision from a judged file: name-only (the name is a whole, real
@@ -16,7 +16,9 @@ its type the one most of its mentions have, with the text around its first menti
 /usr/share/doc of each Debian package under a permissive licence, and the docstrings of the
 modules at the top of Python's standard library; ``--sources more`` (the third's): every
 other text file under those folders, and the docstrings of the modules inside the standard
-library's packages (``email/``, ``asyncio/``...).
+library's packages (``email/``, ``asyncio/``...); ``--sources packages`` (the fourth's): the
+docstrings of the modules of the permissively licensed Python packages installed in the
+project's environment (``--per-package N``: of N modules of each, chosen at random).
 ``rejudge`` (tuning) runs today's extractor over the sources of an older judged sample and
 scores the entities it still finds that the sample judged; the rest are counted, not guessed.
 Writes tests/bench/results/entities.json.
@@ -128,6 +130,39 @@ def stdlib_docstrings(more: bool = False) -> dict[str, tuple[str, str]]:
     return found
 
 
+def distribution_licence(dist: metadata.Distribution) -> str:
+    """A distribution's licence as its metadata says it: the SPDX expression, else the
+    licence field, else the licence classifiers."""
+    meta = dist.metadata
+    classifiers = "; ".join(c.split(" :: ")[-1] for c in meta.get_all("Classifier") or []
+                            if c.startswith("License ::"))
+    return meta.get("License-Expression") or (meta.get("License") or "")[:80] or classifiers
+
+
+def package_docstrings() -> dict[str, tuple[str, str]]:
+    """source -> (licence, text): the docstrings of one module of a Python package installed
+    here (the project's environment: its dependencies and theirs) whose metadata names a
+    permissive licence and no GPL, LGPL, MPL or proprietary one; not tests, not code a
+    package vendors from others, not this project. The first sample read the long
+    descriptions of some of these packages, never their modules' docstrings."""
+    found = {}
+    for dist in sorted(metadata.distributions(), key=lambda d: d.metadata["Name"].lower()):
+        name, licence = dist.metadata["Name"], distribution_licence(dist)
+        if (name.lower() == "zapomni" or not PERMISSIVE.search(licence)
+                or re.search(r"GPL|MPL|Mozilla|Proprietary", licence)):
+            continue
+        for file in sorted(dist.files or [], key=str):
+            parts = file.parts
+            if (file.suffix != ".py" or {"test", "tests", "_vendor", "vendor"} & set(parts)
+                    or parts[0].endswith((".dist-info", ".data"))):
+                continue
+            text = docstrings(Path(dist.locate_file(file)))
+            if len(text) > 200:
+                found[f"PyPI package {name}-{dist.version}, docstrings of {file.as_posix()}"] = (
+                    licence, text)
+    return found
+
+
 def package_readmes(names: set[str]) -> dict[str, tuple[str, str]]:
     found = {}
     for dist in metadata.distributions():
@@ -189,8 +224,15 @@ def score(rows: list[dict]) -> dict:
 def draw(args: argparse.Namespace) -> dict:
     model = EntityModel(MODEL)
     more = args.sources == "more"
-    sources = {**debian_docs(more), **stdlib_docstrings(more)}
+    sources = (package_docstrings() if args.sources == "packages"
+               else {**debian_docs(more), **stdlib_docstrings(more)})
     rng = random.Random(args.seed)
+    if args.per_package:  # NER over fewer texts, and no package's modules outnumber the rest
+        by_package = defaultdict(list)
+        for source in sorted(sources):
+            by_package[source.split(",")[0]].append(source)
+        sources = {source: sources[source] for modules in by_package.values()
+                   for source in rng.sample(modules, min(args.per_package, len(modules)))}
     rows = []
     for source, (licence, text) in sorted(sources.items()):
         found = entities(model, text)
@@ -238,7 +280,10 @@ def main() -> None:
     p.add_argument("file", type=Path)
     p = sub.add_parser("draw")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--sources", choices=("first", "more"), default="first")
+    p.add_argument("--sources", choices=("first", "more", "packages"), default="first")
+    p.add_argument("--per-package", type=int, default=0,
+                   help="draw from at most this many sources of a package or module, chosen "
+                        "at random (0: all)")
     p.add_argument("--per-source", type=int, default=4)
     p.add_argument("--total", type=int, default=330)
     p.add_argument("--seed", type=int, default=25)
