@@ -56,13 +56,16 @@ class OnnxEmbedder:
     async def aclose(self) -> None:
         return None
 
-    def embed_sync(self, texts: list[str]) -> np.ndarray:
+    def embed_sync(self, texts: list[str], measured: bool = True) -> np.ndarray:
+        """``measured``: counted in the embedding metrics (not for the name gate's vectors,
+        which are no chunk's or question's)."""
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         # similar lengths in one batch pad less (batch > 1 only; see settings.onnx_batch)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self._batch):
             rows = order[start : start + self._batch]
-            out[rows] = self._run([texts[i] for i in rows])
+            batch = [texts[i] for i in rows]
+            out[rows] = self._run(batch) if measured else self._infer(batch)
         return out
 
     def _run(self, texts: list[str]) -> np.ndarray:

@@ -14,6 +14,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from zapomni.shared import namegate
+from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.entities import clean_name, entity_key, entity_type
 from zapomni.shared.nertext import at_head, is_name, kept, ner_text, shown_type
 
@@ -35,24 +37,35 @@ class ModelClosed(RuntimeError):
 
 @dataclass
 class ChunkEntities:
-    """What one chunk names: key -> (display name, type, mentions); related pairs of keys."""
+    """What one chunk names: key -> (display name, type, mentions); related pairs of keys;
+    key -> where its first mention is (start, end)."""
 
     mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     pairs: set[tuple[str, str]] = field(default_factory=set)
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def drop(self, key: str) -> None:
+        self.mentions.pop(key, None)
+        self.spans.pop(key, None)
+        self.pairs = {pair for pair in self.pairs if key not in pair}
 
 
 class EntityModel:
     """A loaded spaCy pipeline with only what NER needs, and the one thread it runs on.
     That thread runs at a lower CPU priority (``nice``): reading entities is background
-    work, and on a small machine searches and ingest should not wait behind it."""
+    work, and on a small machine searches and ingest should not wait behind it. With
+    ``gate``, finds in technical text pass the name gate (shared/namegate.py) on the same
+    thread, with the in-process MiniLM."""
 
-    def __init__(self, name: str, nice: int = 0) -> None:
+    def __init__(self, name: str, nice: int = 0, gate: bool = True) -> None:
         check_model(name)
         import spacy  # heavy: only workers that extract entities pay for it
 
         self.name = name
         self.nlp = spacy.load(name, exclude=list(UNUSED_PIPES))
         self.nlp.add_pipe("sentencizer", first=True)
+        self.gate = namegate.load_gate() if gate else None
+        self.vectors = OnnxEmbedder(threads=1, batch=32) if gate else None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zapomni-ner",
                                            initializer=lower_priority, initargs=(nice,))
         self.closing = threading.Event()
@@ -76,17 +89,45 @@ class EntityModel:
             cleaned, code_seen = ner_text(text)
             technical.append(code_seen)
             chunks.append(cleaned)
-            for paragraph in PARAGRAPHS.split(cleaned):
+            for at, paragraph in split_paragraphs(cleaned):
                 if paragraph.strip():
-                    owners.append(i)
+                    owners.append((i, at))
                     paragraphs.append(paragraph)
         found = [ChunkEntities() for _ in texts]
-        for owner, doc in zip(owners, self.nlp.pipe(paragraphs, batch_size=batch_size),
-                              strict=True):
+        for (owner, at), doc in zip(owners, self.nlp.pipe(paragraphs, batch_size=batch_size),
+                                    strict=True):
             if self.closing.is_set():
                 raise ModelClosed("the worker is stopping")
-            merge(found[owner], chunk_entities(doc, technical[owner], chunks[owner]))
+            merge(found[owner], chunk_entities(doc, technical[owner], chunks[owner], at))
+        if self.gate is not None:
+            self.pass_gate(texts, technical, found)
         return found
+
+    def pass_gate(self, texts: list[str], technical: list[bool],
+                  found: list[ChunkEntities]) -> None:
+        """Drop the finds in technical chunks that the name gate does not take for names."""
+        asked = [(i, key, name, namegate.window(texts[i], *found[i].spans[key]))
+                 for i, chunk in enumerate(found) if technical[i]
+                 for key, (name, _, _) in chunk.mentions.items()]
+        verdicts = namegate.passes(self.gate, self.gate_vectors,
+                                   [name for _, _, name, _ in asked],
+                                   [window for _, _, _, window in asked])
+        for (i, key, _, _), shown in zip(asked, verdicts, strict=True):
+            if not shown:
+                found[i].drop(key)
+
+    def gate_vectors(self, texts: list[str]):
+        return self.vectors.embed_sync(texts, measured=False)
+
+
+def split_paragraphs(text: str) -> list[tuple[int, str]]:
+    """The text's paragraphs (split at blank lines), each with where it starts."""
+    out, at = [], 0
+    for gap in PARAGRAPHS.finditer(text):
+        out.append((at, text[at:gap.start()]))
+        at = gap.end()
+    out.append((at, text[at:]))
+    return out
 
 
 def lower_priority(nice: int) -> None:
@@ -102,6 +143,8 @@ def merge(into: ChunkEntities, more: ChunkEntities) -> None:
         into.mentions[key] = ((have[0], have[1] if have[2] >= count else kind, have[2] + count)
                               if have else (name, kind, count))
     into.pairs |= more.pairs
+    for key, span in more.spans.items():
+        into.spans.setdefault(key, span)
 
 
 def check_model(name: str) -> None:
@@ -117,11 +160,13 @@ def check_model(name: str) -> None:
             "ZAPOMNI_SPACY_MODEL to an installed one")
 
 
-def chunk_entities(doc, technical: bool = False, chunk: str | None = None) -> ChunkEntities:
+def chunk_entities(doc, technical: bool = False, chunk: str | None = None,
+                   offset: int = 0) -> ChunkEntities:
     """The entities a paragraph mentions that are names (is_name) with evidence in their
     chunk (nertext.kept; ``chunk``: the whole chunk as the model read it, else the
     paragraph), each with the type most of its mentions here have (the first seen on a tie;
-    shown_type: "unknown" where the model's type is not to be trusted), and the pairs that
+    shown_type: "unknown" where the model's type is not to be trusted), where each is first
+    mentioned (``offset``: where the paragraph starts in its chunk), and the pairs that
     share a sentence."""
     found = ChunkEntities()
     types: dict[str, Counter[str]] = {}
@@ -138,6 +183,7 @@ def chunk_entities(doc, technical: bool = False, chunk: str | None = None) -> Ch
             types.setdefault(key, Counter())[shown_type(kind, name, technical)] += 1
             if key not in found.mentions:
                 found.mentions[key] = (name, kind, 0)
+                found.spans[key] = (offset + ent.start_char, offset + ent.end_char)
             keys.setdefault(key)
         pairs = itertools.combinations(sorted(keys), 2)
         found.pairs.update(itertools.islice(pairs, MAX_PAIRS_PER_SENTENCE))

@@ -46,14 +46,16 @@ class Resources:
     async def entity_model(self) -> EntityModel:
         """The spaCy pipeline, loaded on the first graph job (about a second), once per
         process; a worker that only embeds never pays for it."""
+        which = (self.settings.spacy_model, self.settings.name_gate)
         async with _MODEL_LOCK:
-            if self.settings.spacy_model not in _MODELS:
-                _MODELS[self.settings.spacy_model] = await in_daemon_thread(
-                    EntityModel, self.settings.spacy_model, self.settings.graph_nice)
-        return _MODELS[self.settings.spacy_model]
+            if which not in _MODELS:
+                _MODELS[which] = await in_daemon_thread(
+                    EntityModel, self.settings.spacy_model, self.settings.graph_nice,
+                    self.settings.name_gate)
+        return _MODELS[which]
 
 
-_MODELS: dict[str, EntityModel] = {}
+_MODELS: dict[tuple[str, bool], EntityModel] = {}
 
 
 async def in_daemon_thread(fn, *args):
