@@ -1,7 +1,8 @@
 """What the built distributions hold (.ci/package runs it on `python -m build`'s output):
 
 - the wheel installs ``zapomni/`` alone at the top of site-packages (plus its dist-info), with
-  every module of shared/, services/ and workers/, the vendored tokenizer and its NOTICE;
+  every module of shared/, services/ and workers/, the vendored tokenizer and its NOTICE
+  and the name gate's weights (shared/models);
 - the sdist holds the sources the wheel is built from, the tokenizer and the licence, and no
   tests, caches or build outputs.
 
@@ -25,9 +26,10 @@ def expected_modules() -> set[str]:
             for top in FOLDERS for path in (ROOT / top).rglob("*.py")}
 
 
-def tokenizer_files() -> set[str]:
-    folder = ROOT / "shared" / "models" / "minilm"
-    return {path.relative_to(ROOT).as_posix() for path in folder.iterdir() if path.is_file()}
+def model_files() -> set[str]:
+    """The vendored tokenizer and its NOTICE, and the name gate's weights."""
+    folder = ROOT / "shared" / "models"
+    return {path.relative_to(ROOT).as_posix() for path in folder.rglob("*") if path.is_file()}
 
 
 def check_wheel(wheel: Path) -> list[str]:
@@ -39,8 +41,8 @@ def check_wheel(wheel: Path) -> list[str]:
         problems.append(f"wheel: top-level names other than zapomni/: {sorted(extra)}")
     if missing := expected_modules() - names:
         problems.append(f"wheel: modules missing: {sorted(missing)[:10]}")
-    if missing := {f"zapomni/{name}" for name in tokenizer_files()} - names:
-        problems.append(f"wheel: tokenizer files missing: {sorted(missing)}")
+    if missing := {f"zapomni/{name}" for name in model_files()} - names:
+        problems.append(f"wheel: model files missing: {sorted(missing)}")
     if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
         problems.append("wheel: no LICENSE in its dist-info")
     if cached := [name for name in names if "__pycache__" in name or name.endswith(".pyc")]:
@@ -52,7 +54,7 @@ def check_sdist(sdist: Path) -> list[str]:
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     problems = []
-    wanted = {"pyproject.toml", "README.md", "LICENSE", *tokenizer_files(),
+    wanted = {"pyproject.toml", "README.md", "LICENSE", *model_files(),
               *(name.removeprefix("zapomni/") for name in expected_modules())}
     if missing := wanted - names:
         problems.append(f"sdist: files missing: {sorted(missing)[:10]}")
