@@ -99,7 +99,28 @@ def ner_text(text: str) -> tuple[str, bool]:
         cleaned = pattern.sub(replace, text)
         technical = technical or (code and cleaned != text)
         text = cleaned
-    return text, technical
+    return text, technical or about_code(text)
+
+
+# words of programming that prose seldom uses: a chunk with two of them is about code even
+# without markup ("Returns the parser instance for this header"; 0.2% of Wikipedia
+# paragraphs of HotpotQA and MuSiQue have two, 96% of 1,000-character pieces of packages'
+# docstrings are technical with them against 93% without)
+_PROGRAMMING_WORDS = """
+    returns argument arguments parameter parameters param function functions method methods
+    attribute attributes module modules exception exceptions raises raised callable iterable
+    iterator dict dictionary tuple integer int str bytes bool boolean kwargs args self optional
+    subclass subclasses instance instances string strings variable variables api interface
+    implementation implements wrapper decorator async coroutine config configuration parse
+    parser encode decode encoded decoded buffer request response header headers schema
+    validate validation serialize deserialize import default defaults"""
+PROGRAMMING = frozenset(_PROGRAMMING_WORDS.split())
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def about_code(text: str) -> bool:
+    """Whether a text uses two or more words of programming (PROGRAMMING)."""
+    return len({word.lower() for word in _LETTERS.findall(text)} & PROGRAMMING) >= 2
 
 
 _CODE_CHARS = re.compile(r"[\[\](){}<>=$@#|\\/*`^~;\"_]|^-|\s[-+*/%]\s")

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from zapomni.shared.nertext import (
     UNKNOWN,
+    about_code,
     at_head,
     capitalised_inside,
     is_name,
@@ -198,3 +199,11 @@ def test_the_extractor_shows_names_with_evidence_only(model):
                         "Olaf Kirch Signed-off", "Olaf Kirch Signed"}
     [prose] = model.extract([PROSE])
     assert {"Vienna", "Austria", "Helena Varga"} <= {n for n, _, _ in prose.mentions.values()}
+
+
+def test_a_docstring_without_markup_reads_as_code_and_encyclopedia_prose_does_not():
+    docstring = "Returns the parser instance for this header, or the default one."
+    assert ner_text(docstring)[1] and about_code(docstring)
+    assert not ner_text(PROSE)[1]
+    assert not about_code("The function of the court is to hear appeals from the courts "
+                          "of Vienna.")  # one word of the list: prose
