@@ -207,3 +207,16 @@ def test_a_docstring_without_markup_reads_as_code_and_encyclopedia_prose_does_no
     assert not ner_text(PROSE)[1]
     assert not about_code("The function of the court is to hear appeals from the courts "
                           "of Vienna.")  # one word of the list: prose
+
+
+@pytest.mark.parametrize("shape", ["``Roman '', as in the text", "the airport.The next",
+                                   "sold on iTunes", "Windmüller(born 1991)", "501(c) groups",
+                                   "producer/writer/composer", "a note<br>more"])
+def test_a_shape_that_encyclopedia_prose_has_too_does_not_make_it_technical(shape):
+    assert not ner_text(f"Helena Varga lived in Vienna; {shape}.")[1]
+
+
+@pytest.mark.parametrize("code", ["run `zorblax --serve`", "set max_depth", "see /etc/hosts",
+                                  "call parse(x, y)", "visit https://example.org"])
+def test_code_still_makes_a_text_technical(code):
+    assert ner_text(f"Helena Varga lived in Vienna; {code}.")[1]
