@@ -278,7 +278,8 @@ def rejudge(path: Path) -> dict:
     wanted = {r["source"] for r in judged}
     texts = {source: text for source, text in {
         **package_readmes(wanted), **debian_docs(), **debian_docs(more=True),
-        **stdlib_docstrings(), **stdlib_docstrings(more=True)}.items() if source in wanted}
+        **stdlib_docstrings(), **stdlib_docstrings(more=True),
+        **package_docstrings()}.items() if source in wanted}
     now = {(source, row["key"]): row for source, (_, text) in texts.items()
            for row in entities(model, text)}
     kept = []
