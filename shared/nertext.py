@@ -9,7 +9,8 @@ paragraphs stay where they were. The text of a link stays, its target goes.
 
 ``is_name`` drops candidates that are not names whatever the model says (code identifiers,
 versions, leftovers of markup, generic abbreviations), and ``shown_type`` is the type an
-entity mention is given: on technical text (where ``ner_text`` blanked code, links or paths)
+entity mention is given: on technical text (where ``ner_text`` blanked code, links or paths,
+not shapes that prose has too, or that uses two words of programming: ``about_code``)
 the model's types are wrong more often than right (docs/benchmarks.md, "Knowledge graph"),
 so there only a person's name keeps its type and the rest are "unknown" — no type rather
 than a wrong one. An entity's type is the one most of its mentions have.
@@ -25,7 +26,8 @@ mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog line
 shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it ran a name into
 the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a Wikipedia
 paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
-each rule removed on the judged samples.
+each rule removed on the judged samples. On technical text a find that passes these rules
+still has to pass the name gate (shared/namegate.py, workers/extract.py).
 """
 
 from __future__ import annotations
@@ -82,12 +84,13 @@ def _blank(text: str) -> str:
 
 
 # what the code patterns blank that an encyclopedia's prose has too, and so does not make a
-# text technical (106 of the 2,884 HotpotQA and MuSiQue paragraphs were marked by these, and
-# the name gate cost their names): ``quotes'' in the LaTeX manner, a sentence run into the
-# next ("airport.The", "Ph.D"), a brand with a small first letter ("iTunes"), a name before a
-# bracket ("Karkun(Kam", "501(c)", "player(s)"), a one-part path ("/ref"), words between
-# slashes ("producer/writer/composer"), a pronunciation ("/ɣut/") and wiki markup ("<ref>",
-# "<br>"). Taken from the entities branch (74ef23e), which needs no word list for it.
+# text technical (112 of the 2,884 HotpotQA and MuSiQue paragraphs were technical, most by
+# these, and the name gate cost them their names; 23 are now, by URLs and identifiers):
+# ``quotes'' in the LaTeX manner, a sentence run into the next ("airport.The", "Ph.D"), a
+# brand with a small first letter ("iTunes"), a name before a bracket ("Karkun(Kam",
+# "501(c)", "player(s)"), a one-part path ("/ref"), words between slashes
+# ("producer/writer/composer"), a pronunciation ("/ɣut/") and wiki markup ("<ref>", "<br>").
+# Taken from the entities branch (74ef23e), which needs no word list for it.
 _PROSE_TOO = re.compile(r"``?[^`\n]*''[^`\n]*(?:``?)?_{0,2}|[A-Za-z]+(?:\.[A-Z][a-z]*)+|"
                         r"[a-z][A-Z]\w*|[A-Z][^\W\d_]*\([^()\n]*\)|\w+\([A-Za-z]\)|/[^/\s]+/?\.?|"
                         r"[^\W\d_]+(?:/[^\W\d_]+)+\.?|(?:/[A-Z][^\W\d_]*)+\.?|\S*[^\x00-\x7f]\S*|"
@@ -118,9 +121,10 @@ def ner_text(text: str) -> tuple[str, bool]:
 
 
 # words of programming that prose seldom uses: a chunk with two of them is about code even
-# without markup ("Returns the parser instance for this header"; 0.2% of Wikipedia
-# paragraphs of HotpotQA and MuSiQue have two, 96% of 1,000-character pieces of packages'
-# docstrings are technical with them against 93% without)
+# without markup ("Returns the parser instance for this header"; of the 2,884 Wikipedia
+# paragraphs of HotpotQA and MuSiQue, 6 that no code pattern marks have two; 96% of
+# 1,000-character pieces of packages' docstrings are technical with them against 93%
+# without)
 _PROGRAMMING_WORDS = """
     returns argument arguments parameter parameters param function functions method methods
     attribute attributes module modules exception exceptions raises raised callable iterable
