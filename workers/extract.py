@@ -131,10 +131,13 @@ def split_paragraphs(text: str) -> list[tuple[int, str]]:
 
 
 def lower_priority(nice: int) -> None:
-    """Lower this thread's CPU priority (Linux: a thread has its own nice value)."""
+    """Lower this thread's CPU priority by ``nice`` below the process's (Linux: a thread has
+    its own nice value and starts with its creator's; an absolute value would raise it in a
+    worker that already runs niced)."""
     if nice > 0 and hasattr(os, "setpriority"):
+        me = threading.get_native_id()
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + nice))
 
 
 def merge(into: ChunkEntities, more: ChunkEntities) -> None:
