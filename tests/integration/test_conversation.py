@@ -211,9 +211,16 @@ async def test_over_the_budget_the_oldest_turns_go_first_then_the_lowest_memorie
     total = full["metadata"]["total_tokens"]
     assert total == tokens(full["prompt"]) and not full["metadata"]["truncated"]
 
+    def same(found: list[dict], expected: list[dict]) -> None:
+        """The same memories in the same order; a fused score may differ in its 6th decimal
+        between two searches (seen once in CI under load: 0.715778 against 0.715779)."""
+        assert [{**m, "score": None} for m in found] == [{**m, "score": None} for m in expected]
+        assert [m["score"] for m in found] == pytest.approx([m["score"] for m in expected],
+                                                            abs=1e-5)
+
     def fitted(context, turns: int, memories: int, budget: int) -> None:
         assert context["history"] == full["history"][len(full["history"]) - turns:]
-        assert context["memories"] == full["memories"][:memories]
+        same(context["memories"], full["memories"][:memories])
         info = context["metadata"]
         assert (info["history_count"], info["memory_count"]) == (turns, memories)
         assert info["total_tokens"] == tokens(context["prompt"]) <= budget
