@@ -13,7 +13,8 @@ reads it well: 0.926 on the spot check).
 
 The weights live in models/name_gate.json beside this file (776 numbers, their training
 figures beside them); the vectors come from the in-process MiniLM whatever embedder the
-server is configured with.
+server is configured with. Off unless ``ZAPOMNI_NAME_GATE=true``: it also drops a third of
+the names in scientific abstracts (RNA, TNF), docs/benchmarks.md, "Knowledge graph".
 """
 
 from __future__ import annotations
