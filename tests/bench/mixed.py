@@ -1,7 +1,7 @@
 """Mixed-size benchmark: labelled questions among big memories, with the per-memory cap on and off.
 
     ./dev bench mixed [--caps 0 3 5] [--changelog-mb 2] [--modes hybrid vector keyword graph]
-                      [--sample N]
+                      [--sample N] [--variants labelled separate joined] [--dump FOLDER]
 
 Three namespaces, each through the front and real worker processes (tests/bench/retrieval.py's
 ingest, with its embedding cache), each asked HotpotQA's 100 questions (nDCG@10, R@10) and
@@ -19,7 +19,9 @@ LoCoMo conversation conv-30's questions (R@10, categories 1-4) in every mode:
 
 Each namespace is asked through one query service per cap (ZAPOMNI_MAX_PER_MEMORY). Besides
 quality, each row says how many of the top 10 results the namespace's biggest memory, and the
-joined memory, hold on average. Prints a table and writes tests/bench/results/mixed.json.
+joined memory, hold on average. Prints a table and writes tests/bench/results/mixed.json;
+``--dump`` also writes each question's top 10 (documents, scores, signals, the passage's
+start) per variant, cap and mode, for studying what the large documents displace.
 """
 
 from __future__ import annotations
@@ -118,13 +120,13 @@ def join_half(docs: list[Doc]) -> tuple[list[Doc], Doc, list[tuple[int, int, str
     return rest, Doc(JOINED, "\n\n".join(parts), ""), spans
 
 
-def namespaces(base: list[Doc], logs: list[Doc]
+def namespaces(base: list[Doc], logs: list[Doc], variants: tuple[str, ...] = VARIANTS
                ) -> tuple[list[Doc], list[tuple[int, int, str]]]:
-    """Every document of the three namespaces, and the joined memory's spans."""
+    """Every document of the namespaces asked for, and the joined memory's spans."""
     rest, joined, spans = join_half(base)
-    docs = [replace(d, namespace=f"mixed-{variant}") for variant, group in (
-        ("labelled", base), ("separate", base + logs), ("joined", rest + logs + [joined]))
-        for d in group]
+    groups = {"labelled": base, "separate": base + logs, "joined": rest + logs + [joined]}
+    docs = [replace(d, namespace=f"mixed-{variant}") for variant in variants
+            for d in groups[variant]]
     return docs, spans
 
 
@@ -151,6 +153,12 @@ def hit_docs(hits: list[SearchHit], owners: dict, namespace: str,
     return list(docs)
 
 
+def hit_row(hit: SearchHit, context: dict, namespace: str) -> dict:
+    return {"docs": context["owners"][(namespace, hit.memory_id)][:3], "score": hit.score,
+            "start": hit.char_start, "text": hit.text[:300],
+            "why": {k: [v.rank, round(v.score, 4)] for k, v in hit.why.items()}}
+
+
 def biggest(docs: list[Doc], owners: dict, namespace: str) -> str:
     """The memory id of the namespace's longest text."""
     longest = max((d for d in docs if d.namespace == namespace), key=lambda d: len(d.text))
@@ -168,7 +176,7 @@ async def ask(http: httpx2.AsyncClient, query: Query, namespace: str, mode: str
 
 
 async def measure(http: httpx2.AsyncClient, asked: dict[str, list[Query]], variant: str,
-                  mode: str, context: dict) -> dict:
+                  mode: str, context: dict, dumped: list[dict] | None = None) -> dict:
     namespace = f"mixed-{variant}"
     big = biggest(context["docs"], context["owners"], namespace)
     joined_id = context["joined"] if variant == "joined" else None
@@ -183,6 +191,10 @@ async def measure(http: httpx2.AsyncClient, asked: dict[str, list[Query]], varia
             held_joined.append(sum(h.memory_id == joined_id for h in hits[:10]))
             ranked.append(hit_docs(hits, context["owners"], namespace, context["spans"],
                                    joined_id))
+            if dumped is not None:
+                dumped.append({"set": name, "id": query.id, "question": query.text,
+                               "relevant": sorted(query.relevant), "ranked": ranked[-1][:10],
+                               "hits": [hit_row(h, context, namespace) for h in hits[:10]]})
         pairs = list(zip(queries, ranked, strict=True))
         if name == "hotpotqa":
             row["hotpotqa nDCG@10"] = mean([ndcg(r, q.relevant) for q, r in pairs])
@@ -203,25 +215,31 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     await client.aclose()
     base, asked = labelled(args.sample)
     logs = changelogs(int(args.changelog_mb * 1_000_000))
-    docs, spans = namespaces(base, logs)
+    docs, spans = namespaces(base, logs, tuple(args.variants))
     print(f"{len(logs)} changelogs, {sum(len(d.text) for d in logs):,} characters; joined "
           f"memory of {len(spans)} paragraphs, {spans[-1][1]:,} characters", flush=True)
     owners, seconds, graphed = await ingest(settings, docs, args.workers)
     print(f"{len(docs)} documents searchable in {seconds:.0f}s, entities in {graphed:.0f}s",
           flush=True)
-    joined = next(m for (ns, m), ids in owners.items() if ns == "mixed-joined" and JOINED in ids)
+    joined = next((m for (ns, m), ids in owners.items()
+                   if ns == "mixed-joined" and JOINED in ids), None)
     context = {"docs": docs, "owners": owners, "spans": spans, "joined": joined}
     rows = []
     for cap in args.caps:
         capped = msgspec.structs.replace(settings, max_per_memory=cap)
         with ThreadedServer(build_app(capped), port=free_port()) as server:
             async with httpx2.AsyncClient(base_url=server.url, timeout=120) as http:
-                for variant in VARIANTS:
+                for variant in args.variants:
                     for mode in args.modes:
+                        dumped: list[dict] | None = [] if args.dump else None
                         row = {"variant": variant, "cap": cap, "mode": mode,
-                               **await measure(http, asked, variant, mode, context)}
+                               **await measure(http, asked, variant, mode, context, dumped)}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
+                        if args.dump:
+                            args.dump.mkdir(parents=True, exist_ok=True)
+                            (args.dump / f"{variant}-{cap}-{mode}.json").write_text(
+                                json.dumps(dumped))
     return rows
 
 
@@ -238,6 +256,9 @@ async def main() -> None:
     parser.add_argument("--changelog-mb", type=float, default=2.0)
     parser.add_argument("--modes", nargs="+", default=list(SEARCH_MODES), choices=SEARCH_MODES)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS,
+                        help="ingest and ask only these namespaces")
+    parser.add_argument("--dump", type=Path, help="write each question's top 10 here (JSON)")
     parser.add_argument("--sample", type=int, default=0,
                         help="only this many HotpotQA questions and no LoCoMo (a smoke run)")
     args = parser.parse_args()
