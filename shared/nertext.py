@@ -86,7 +86,7 @@ def _blank(text: str) -> str:
 
 # what the code patterns blank that an encyclopedia's prose has too, and so does not make a
 # text technical (112 of the 2,884 HotpotQA and MuSiQue paragraphs were technical, most by
-# these, and the name gate cost them their names; 23 are now, by URLs and identifiers):
+# these, and the name gate cost them their names; 16 are now, by URLs and identifiers):
 # ``quotes'' in the LaTeX manner, a sentence run into the next ("airport.The", "Ph.D"), a
 # brand with a small first letter ("iTunes"), a name before a bracket ("Karkun(Kam",
 # "501(c)", "player(s)"), a one-part path ("/ref"), words between slashes
