@@ -61,8 +61,9 @@ _CODE: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"), 0),  # e-mail
     (re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.@%+-]+(?:/[\w.@%+-]*)*"), 0),  # /abs, ./rel
     (re.compile(r"\b[\w.-]+/[\w.-]+/[\w./-]*|\b[A-Za-z]:\\[^\s]*"), 0),  # a/b/c, C:\x
-    # option flags (not a word's end after a prime or bracket: "5'-nucleotidase", "(+)-induced")
-    (re.compile(r"(?<![\w'’′)\]-])--?[A-Za-z][\w-]*(?:=\S*)?"), 0),
+    # option flags (not a word's end after a prime, quote or bracket: "5'-nucleotidase",
+    # "rock-'n'-roll", "(+)-induced"; a flag in quotes, "'--verbose'", is still one)
+    (re.compile(r"(?<![\w′)\]-])(?<!\w['’])--?[A-Za-z][\w-]*(?:=\S*)?"), 0),
     (re.compile(r"\b\w+\([^()\n]{0,100}\)"), 0),  # calls
     (re.compile(r"\b[A-Za-z]\w*_\w+|\b_\w+"), 0),  # snake_case, _private
     (re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w*)+"), 0),  # dotted.paths, file.ext

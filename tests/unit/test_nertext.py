@@ -219,7 +219,7 @@ def test_a_shape_that_encyclopedia_prose_has_too_does_not_make_it_technical(shap
 @pytest.mark.parametrize("shape", ["miRNA and siRNAs", "mtDNA", "NF-kappaB", "CD4(+) T cells",
                                    "5 x 10(6) cells", "25(OH) vitamin D", "p16(INK4a)",
                                    "H2A.Z", "the Akt/FOXO3a/Bim axis", "BMP2/4/7",
-                                   "5'-nucleotidase", "(+)-induced"])
+                                   "5'-nucleotidase", "(+)-induced", "rock-'n'-roll"])
 def test_the_notation_of_science_does_not_make_it_technical(shape):
     assert not ner_text(f"Helena Varga studied {shape} in Vienna.")[1]
 
@@ -231,6 +231,7 @@ def test_words_that_science_writes_as_often_as_code_are_not_programming():
 
 
 @pytest.mark.parametrize("code", ["run `zorblax --serve`", "set max_depth", "see /etc/hosts",
-                                  "call parse(x, y)", "visit https://example.org"])
+                                  "call parse(x, y)", "visit https://example.org",
+                                  "pass '--verbose' to it"])
 def test_code_still_makes_a_text_technical(code):
     assert ner_text(f"Helena Varga lived in Vienna; {code}.")[1]
