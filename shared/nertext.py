@@ -18,22 +18,28 @@ than a wrong one. An entity's type is the one most of its mentions have.
 ``kept`` asks a name for evidence that it is one before it is shown: a wrong entity costs a
 user more than a missed one. Anywhere, a name needs a capital letter, a single word must not
 also be written in lower case in the same chunk ("Format" beside "format"), and code words
-(``None``, ``ValueError``) are not names. On technical text, where the model takes a
-changelog's verbs and a docstring's class names for names, a single word must also be a
-proper noun to the tagger and, at the head of a sentence or line, be written capitalised
-mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog line is a verb,
-"Avery" mid-sentence is a name); an all-caps word of five characters or more is a constant or
-shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it ran a name into
-the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a Wikipedia
-paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
+(``None``, ``ValueError``) are not names. One exception, on prose only: such a find that is a
+single rare word ("statin", "Rapamycin" beside "rapamycin": not a whole word of the MiniLM
+tokenizer's vocabulary, ``rare_term``) is a term of a field and is shown, without a type:
+the graph of a scientific text joins its passages by those. On technical text, where the
+model takes a changelog's verbs and a docstring's class names for names, a single word must
+also be a proper noun to the tagger and, at the head of a sentence or line, be written
+capitalised mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog
+line is a verb, "Avery" mid-sentence is a name); an all-caps word of five characters or more
+is a constant or shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it
+ran a name into the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a
+Wikipedia paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
 each rule removed on the judged samples. On technical text a find that passes these rules
 still has to pass the name gate (shared/namegate.py, workers/extract.py).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Sequence
+from importlib import resources
 
 UNKNOWN = "unknown"
 
@@ -238,13 +244,38 @@ def code_word(name: str) -> bool:
     return name in _CODE_WORDS or bool(_EXCEPTION.search(name))
 
 
+@functools.cache
+def common_words() -> frozenset[str]:
+    """The whole words of the MiniLM tokenizer's vocabulary (WordPiece, 30,522 pieces): the
+    common words of English ("guitar", "island", "cardiac"); a rarer word is cut into pieces
+    ("statin", "rapamycin", "angiotensin")."""
+    path = resources.files("zapomni.shared") / "models" / "minilm" / "tokenizer.json"
+    vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
+    return frozenset(word for word in vocab if word.isalpha())
+
+
+def is_term(name: str, text: str) -> bool:
+    """A find that is not written as a name: in lower case, or a single word also written in
+    lower case in ``text`` ("Rapamycin" beside "rapamycin")."""
+    return name.lower() == name or (" " not in name and written_lower(name, text))
+
+
+def rare_term(name: str) -> bool:
+    """A term of a field rather than a common word: a word of it of four letters or more is
+    not a word of the tokenizer's vocabulary ("statin", "Rapamycin"; not "Music", "guitar")."""
+    words = common_words()
+    return any(len(w) >= 4 and w not in words for w in _WORD.findall(name.lower()))
+
+
 def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool) -> bool:
     """Whether a find that ``is_name`` is shown: ``tags`` are its words' part-of-speech tags,
     ``head`` says it begins a sentence or line, ``text`` is its chunk (as the model read it).
     See the module's docstring for the rules and why."""
     single = " " not in name
-    if name.lower() == name or code_word(name) or (single and written_lower(name, text)):
+    if code_word(name):
         return False
+    if is_term(name, text):  # on prose, a rare term stays: what science's graph joins by
+        return not technical and single and rare_term(name)
     if not technical:
         return True
     if not single:

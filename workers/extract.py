@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from zapomni.shared import namegate
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.entities import clean_name, entity_key, entity_type
-from zapomni.shared.nertext import at_head, is_name, kept, ner_text, shown_type
+from zapomni.shared.nertext import UNKNOWN, at_head, is_name, is_term, kept, ner_text, shown_type
 
 # NER needs tok2vec and ner, the name rules the tagger's proper nouns (nertext.kept); the
 # sentencizer (rules) finds sentences for co-occurrence
@@ -173,6 +173,7 @@ def chunk_entities(doc, technical: bool = False, chunk: str | None = None,
     share a sentence."""
     found = ChunkEntities()
     types: dict[str, Counter[str]] = {}
+    text = doc.text if chunk is None else chunk
     for sentence in doc.sents:
         keys: dict[str, None] = {}
         for ent in sentence.ents:
@@ -180,10 +181,11 @@ def chunk_entities(doc, technical: bool = False, chunk: str | None = None,
             name, key = clean_name(ent.text), entity_key(ent.text)
             if kind is None or len(key) < 2 or not is_name(name) or BLANKED.search(ent.text):
                 continue
-            if not kept(name, [t.tag_ for t in ent], heads(sentence, ent),
-                        doc.text if chunk is None else chunk, technical):
+            if not kept(name, [t.tag_ for t in ent], heads(sentence, ent), text, technical):
                 continue
-            types.setdefault(key, Counter())[shown_type(kind, name, technical)] += 1
+            # a term (nertext.rare_term: "statin") is no person or organisation
+            shown = UNKNOWN if is_term(name, text) else shown_type(kind, name, technical)
+            types.setdefault(key, Counter())[shown] += 1
             if key not in found.mentions:
                 found.mentions[key] = (name, kind, 0)
                 found.spans[key] = (offset + ent.start_char, offset + ent.end_char)

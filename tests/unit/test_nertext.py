@@ -13,8 +13,10 @@ from zapomni.shared.nertext import (
     at_head,
     capitalised_inside,
     is_name,
+    is_term,
     kept,
     ner_text,
+    rare_term,
     shown_type,
     written_lower,
 )
@@ -132,17 +134,30 @@ spaces = st.text(" \t", max_size=3)
 
 
 @given(st.from_regex(r"[a-z][a-z0-9 .-]{1,20}", fullmatch=True), st.booleans())
-def test_a_name_without_a_capital_letter_is_never_shown(name, technical):
-    assert not kept(name, ["NNP"], False, f"we use {name} daily", technical)
+def test_a_name_without_a_capital_letter_is_shown_only_as_a_rare_term_of_prose(name, technical):
+    shown = kept(name, ["NNP"], False, f"we use {name} daily", technical)
+    assert shown == (not technical and " " not in name and rare_term(name))
 
 
 @given(capitalised, st.booleans(), st.booleans())
 def test_a_word_also_written_in_lower_case_in_its_chunk_is_not_a_name(word, head, technical):
     text = f"See {word} here. The {word.lower()} is what it does."
-    assert written_lower(word, text)
-    assert not kept(word, ["NNP"], head, text, technical)
+    assert written_lower(word, text) and is_term(word, text)
+    assert kept(word, ["NNP"], head, text, technical) == (not technical and rare_term(word))
     # a longer word that only contains it is not the word
     assert kept(word, ["NNP"], False, f"See {word} here. The {word.lower()}s do.", False)
+
+
+@pytest.mark.parametrize(("term", "rare"), [("statin", True), ("Rapamycin", True),
+                                            ("angiotensin", True), ("guitar", False),
+                                            ("Music", False), ("Island", False)])
+def test_on_prose_a_rare_term_is_kept_and_a_common_word_is_not(term, rare):
+    """Science's terms ("statin", "Rapamycin" beside "rapamycin") are what its graph joins
+    passages by; a common word in a name's place ("Music", "guitar") is not a name."""
+    text = f"{term} was given. Then {term.lower()} again."
+    assert rare_term(term) is rare
+    assert kept(term, ["NN"], True, text, technical=False) is rare
+    assert not kept(term, ["NN"], True, text, technical=True)
 
 
 @pytest.mark.parametrize("name", ["None", "True", "False", "NULL", "ValueError",
@@ -189,6 +204,14 @@ def test_a_run_of_words_with_a_verb_is_not_a_name_on_technical_text():
     assert not kept("Olaf Kirch Signed", tags, False, "x", technical=True)
     assert kept("Gone with the Wind", ["VBN", "IN", "DT", "NNP"], False, "x", technical=False)
     assert kept("Helena Varga", ["NNP", "NNP"], True, "x", technical=True)
+
+
+def test_a_rare_term_of_prose_is_shown_without_the_model_s_type(model):
+    [found] = model.extract(["Rapamycin extends the life of mice. Patients took rapamycin "
+                             "daily in Vienna."])
+    shown = {name: kind for name, kind, _ in found.mentions.values()}
+    assert shown["Rapamycin"] == UNKNOWN  # the model calls it an organisation
+    assert shown["Vienna"] == "place"
 
 
 def test_the_extractor_shows_names_with_evidence_only(model):
