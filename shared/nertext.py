@@ -36,10 +36,10 @@ still has to pass the name gate (shared/namegate.py, workers/extract.py).
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
-from importlib import resources
+
+from zapomni.shared.embed_onnx import load_tokenizer
 
 UNKNOWN = "unknown"
 
@@ -249,9 +249,7 @@ def common_words() -> frozenset[str]:
     """The whole words of the MiniLM tokenizer's vocabulary (WordPiece, 30,522 pieces): the
     common words of English ("guitar", "island", "cardiac"); a rarer word is cut into pieces
     ("statin", "rapamycin", "angiotensin")."""
-    path = resources.files("zapomni.shared") / "models" / "minilm" / "tokenizer.json"
-    vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
-    return frozenset(word for word in vocab if word.isalpha())
+    return frozenset(word for word in load_tokenizer().get_vocab() if word.isalpha())
 
 
 def is_term(name: str, text: str) -> bool:
