@@ -7,17 +7,15 @@ share a space, so a namespace records which model built it and refuses the other
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 from typing import Protocol
 
 import numpy as np
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from zapomni.shared import metrics
+from zapomni.shared import metrics, vector_cache
 from zapomni.shared.falkordb_internals import ListLiteral, number_list
 from zapomni.shared.settings import Settings
+from zapomni.shared.vector_cache import VectorCache
 
 
 class Embedder(Protocol):
@@ -59,15 +57,16 @@ def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral
 
 
 class CachedEmbedder:
-    """Vectors cached in Redis by model + text hash; the wrapped embedder computes the misses.
-    Re-ingesting a text (a retried job, a re-added document, a benchmark re-run) costs no
-    embedding. A Redis that does not answer is a miss, never an error."""
+    """Vectors cached in Redis by model + text (shared/vector_cache.py: bounded by age and
+    count); the wrapped embedder computes the misses. Re-ingesting a text (a retried job, a
+    re-added document, a benchmark re-run) costs no embedding. A Redis that does not answer
+    is a miss, never an error."""
 
-    def __init__(self, inner: Embedder, redis: Redis, ttl_seconds: int) -> None:
+    def __init__(self, inner: Embedder, redis: Redis, ttl_seconds: int, limit: int) -> None:
         self.inner = inner
         self.name = inner.name
         self._redis = redis
-        self._ttl = ttl_seconds
+        self._cache = VectorCache("zapomni:emb", inner.name, ttl_seconds, limit)
 
     async def dimension(self) -> int:
         return await self.inner.dimension()
@@ -75,29 +74,18 @@ class CachedEmbedder:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    def _key(self, text: str) -> str:
-        return f"zapomni:emb:{self.name}:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
-
     async def embed(self, texts: list[str]) -> np.ndarray:
-        keys = [self._key(t) for t in texts]
-        try:
-            found = await self._redis.mget(keys) if keys else []
-        except RedisError:
-            found = [None] * len(keys)
+        found = await vector_cache.read(self._redis, self._cache, texts)
         missing = [i for i, raw in enumerate(found) if not raw]
         metrics.EMBED_CACHE.labels("hit").inc(len(texts) - len(missing))
         metrics.EMBED_CACHE.labels("miss").inc(len(missing))
         fresh = await self.inner.embed([texts[i] for i in missing]) if missing else None
-        dim = await self.dimension()
-        out = np.zeros((len(texts), dim), dtype=np.float32)
+        out = np.zeros((len(texts), await self.dimension()), dtype=np.float32)
         for i, raw in enumerate(found):
             if raw:
                 out[i] = np.frombuffer(raw, dtype=np.float32)
         if fresh is not None:
             out[missing] = fresh
-            with contextlib.suppress(RedisError):
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for i, vector in zip(missing, fresh, strict=True):
-                        pipe.set(keys[i], vector.astype(np.float32).tobytes(), ex=self._ttl)
-                    await pipe.execute()
+            await vector_cache.write(self._redis, self._cache, [texts[i] for i in missing],
+                                     fresh)
         return out

@@ -98,7 +98,8 @@ async def open_resources(ctx: dict, settings: Settings,
                          ) -> None:
     embedder = make_embedder(settings)
     if settings.embed_cache_days:
-        embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400)
+        embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400,
+                                  settings.embed_cache_max)
     res = Resources(
         settings=settings,
         redis=ctx["redis"],

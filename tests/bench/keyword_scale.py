@@ -52,12 +52,14 @@ from tests.bench.retrieval import load_beir, ndcg
 from tests.support.stack import Stack
 from zapomni.services.query import frequencies
 from zapomni.services.query import postings as postings_cache
-from zapomni.services.query.search import QUERY_CACHE_TTL, search_memory
+from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
+from zapomni.shared import vector_cache
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
 from zapomni.shared.messages import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
+from zapomni.shared.vector_cache import VectorCache
 from zapomni.shared.words import WORD
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
@@ -121,10 +123,8 @@ def projected(texts: list[str], dim: int = 384, buckets: int = 1 << 14) -> np.nd
 
 async def cache_queries(client, texts: list[str], vectors: np.ndarray) -> None:
     """The questions' vectors where search_memory looks first (services/query/search.py)."""
-    for text, vector in zip(texts, vectors, strict=True):
-        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
-        await client.set(f"zapomni:qemb:{OnnxEmbedder.name}:{digest}",
-                         vector.astype(np.float32).tobytes(), ex=QUERY_CACHE_TTL)
+    cache = VectorCache("zapomni:qemb", OnnxEmbedder.name, QUERY_CACHE_TTL, QUERY_CACHE_MAX)
+    await vector_cache.write(client, cache, texts, vectors)
 
 
 async def write(graph, texts: list[str], vectors: np.ndarray, names: list[str],

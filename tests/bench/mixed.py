@@ -209,7 +209,8 @@ async def measure(http: httpx2.AsyncClient, asked: dict[str, list[Query]], varia
 async def run(args: argparse.Namespace, url: str) -> list[dict]:
     settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                  query_url=f"http://127.0.0.1:{free_port()}",
-                                 max_queue_depth=1_000_000)
+                                 max_queue_depth=1_000_000,
+                                 embed_cache_max=1_000_000)  # a re-run embeds nothing again
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     await reset(client)
     await client.aclose()
