@@ -7,7 +7,10 @@ changes any of these shapes).
    job whose end it could not record; either ended the worker process (measured: all three
    workers of the chaos benchmark exited when the queue's Redis restarted). Here the poll
    waits and tries again, and a job whose end could not be recorded is left to run again when
-   its lease expires (jobs are idempotent).
+   its lease expires (jobs are idempotent). A job whose lease lapsed while it runs (Redis
+   too slow for the renewals) is not started a second time by its own worker: arq 0.28
+   keeps one entry per job id in its table of running jobs, and the second run to end
+   failed the job with a KeyError.
 2. ``Worker.in_progress_timeout_s``, the life of arq's claim on a running job, is set to our
    lease (workers/lease.py renews it).
 """
@@ -31,6 +34,10 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, O
 class ZapomniWorker(Worker):
     redis_lost_at: float | None = None
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.running_here: set[str] = set()  # ids of the jobs this process runs now
+
     async def _poll_iteration(self) -> None:
         try:
             await super()._poll_iteration()
@@ -47,12 +54,20 @@ class ZapomniWorker(Worker):
             self.redis_lost_at = None
 
     async def run_job(self, job_id: str, score: int) -> None:
+        if job_id in self.running_here:
+            # its lease lapsed (renewals failed) while it runs here; arq's claim just made
+            # is the lease again, and the run under way keeps renewing it
+            log.warning("job %s is still running in this worker; its lease lapsed and is "
+                        "taken again, the job is not started twice", job_id)
+            return
+        self.running_here.add(job_id)
         try:
             await super().run_job(job_id, score)
         except REDIS_DOWN:
             log.warning("job %s: Redis went away before its end was recorded; it runs again "
                         "when its lease expires", job_id)
         finally:
+            self.running_here.discard(job_id)
             if "res" in self.ctx:
                 release(self.ctx["res"], job_id)
 

@@ -89,3 +89,29 @@ async def test_a_job_whose_worker_died_on_every_try_fails_its_task(settings, are
     assert f"gave up after {settings.max_tries} attempts" in record.error
     assert (await stored(settings))["memories"] == 0
     assert not (await add_text(settings, text)).duplicate  # the text can be added again
+
+
+async def test_a_job_whose_lease_lapsed_is_not_started_twice_by_its_own_worker(settings,
+                                                                              aredis):
+    # Redis too slow to renew a lease: the job's claim expires while the job still runs, and
+    # the worker's own poll finds it free again. Before, it started a second run beside the
+    # first, and arq failed the job with a KeyError when the runs ended (its table of
+    # running jobs holds one per id).
+    receipt = await add_text(settings, "A note written while Redis was slow.")
+    runs = []
+
+    async def checkpoint(point: str, job) -> None:
+        if point != "owned":
+            return
+        runs.append(job.task_id)
+        if len(runs) == 1:
+            await aredis.delete(lease_key(job.task_id))  # the lease lapses
+            await eventually(lambda: aredis.exists(lease_key(job.task_id)), bool,
+                             "the worker's poll to claim the job again", timeout=30)
+
+    await run_workers(settings, checkpoint=checkpoint)
+
+    assert runs == [receipt.task_id]
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert record.state == "done"
+    assert (await stored(settings))["ready"] == 1
