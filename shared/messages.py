@@ -281,7 +281,7 @@ class TaskRecord(Lenient):
     error: str = ""
     entities: int = 0  # graph tasks: Entity nodes and RELATED edges this task created
     relations: int = 0
-    graph_task_id: str = ""  # ingest tasks: the entity extraction that followed
+    graph_task_id: str = ""  # ingest and import tasks: the entity extraction that followed
     after: str = ""  # ingest tasks in a thread: the memory added to it just before
     gen: int = 0  # ingest tasks: the claim's generation (shared/tasks.py)
     # ingest and update tasks: shared/validation.metadata_digest of the metadata they write,

@@ -195,12 +195,20 @@ async def follow_ingest(res: Resources, ingest_task_id: str, namespace: str,
     """After an ingest: extract the new memory's entities in a graph task of its own, unless
     the namespace has automatic extraction turned off. Idempotent (the id is derived).
     Returns the graph task's id, or ''."""
+    return await follow_with_graph(res, ingest_task_id, namespace, [memory_id], memory_id)
+
+
+async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
+                            memory_ids: list[str] | None, memory_id: str = "") -> str:
+    """A graph task after a write task (``memory_ids`` None: every chunk of the namespace
+    not yet read for entities), unless the namespace has automatic extraction turned off.
+    Idempotent (the id is derived from the write task's). Returns its id, or ''."""
     if not res.settings.graph_on(namespace):
         return ""
-    task_id = graph_task_id(ingest_task_id)
+    task_id = graph_task_id(write_task_id)
     await tasks.create_task(res.redis, TaskRecord(
         task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
         created_at=time.time(), message="waiting for a worker"), res.task_ttl)
     await enqueue_graph(res.redis, res.settings, GraphJob(task_id=task_id, namespace=namespace,
-                                                           memory_ids=[memory_id]))
+                                                           memory_ids=memory_ids))
     return task_id

@@ -8,7 +8,8 @@ searchable (an import run twice finds the memories of the first stored and leave
 and the job that writes the last batch makes all of the task's memories searchable, a page at
 a time. A failed or cancelled import leaves nothing searchable; the sweep removes what it
 wrote (workers/sweep.py: memories not searchable whose task has ended). Every write MERGEs
-on the file's ids: a job that runs again writes the same graph.
+on the file's ids: a job that runs again writes the same graph. The file holds no entities:
+the end of an import queues a graph task that reads them from the new chunks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from zapomni.shared.ids import chunk_id
 from zapomni.shared.messages import ChunkSpan, ExportedMemory, ImportJob
 from zapomni.shared.queue import IMPORT
 from zapomni.shared.words import count_words
+from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import link_chunks, meta_pairs, stamp_writes
@@ -154,10 +156,13 @@ async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
             break
     record = await tasks.get_task(res.redis, job.task_id)
     embedded = record.embedded if record is not None else 0
+    # the file carries no entities: they are read again from the imported chunks
+    follow = await follow_with_graph(res, job.task_id, job.namespace, None)
     await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, done=job.parts,
-                     finished_at=time.time(), error="",
+                     finished_at=time.time(), error="", graph_task_id=follow,
                      message=f"imported: {published} memories made searchable, "
-                             f"{embedded} chunks embedded")
+                             f"{embedded} chunks embedded"
+                             + (", entities to be read by a graph task" if follow else ""))
     log.info("import %s into %s: %d memories made searchable, %d chunks embedded",
              job.task_id, job.namespace, published, embedded)
     return "done"

@@ -100,6 +100,9 @@ def run_import(args: argparse.Namespace) -> int:
                                f"{record.error or record.message}")
         print(f"zapomni: {record.message} (task {record.task_id})", file=sys.stderr,
               flush=True)
+        if record.graph_task_id:
+            print(f"zapomni: follow the entities with graph_status"
+                  f"({record.graph_task_id!r})", file=sys.stderr, flush=True)
         return 0
     return guarded(work)
 

@@ -37,8 +37,8 @@ QUERIES = ["who built the lighthouse", "food that does not go bad", "animal with
 
 
 def base_settings(falkordb_url: str, **overrides):
-    return make_settings(falkordb_url, graph_auto=False, embed_cache_days=0, import_batch=2,
-                         **overrides)
+    return make_settings(falkordb_url, **{"graph_auto": False, "embed_cache_days": 0,
+                                          "import_batch": 2, **overrides})
 
 
 async def fill(settings) -> None:
@@ -100,6 +100,30 @@ async def test_export_import_gives_the_same_search_and_embeds_nothing(falkordb_u
     again = await run_import(settings, path, "copy")
     assert again.state == "done" and "0 memories made searchable" in again.message
     assert await query(settings, MEMORY_STATE, namespace="copy") == source
+
+
+ENTITIES = ("MATCH (e:Entity)<-[:MENTIONS]-(c:Chunk) "
+            "RETURN e.name, e.type, c.id ORDER BY e.name, c.id")
+
+
+@pytest.mark.usefixtures("settings")
+async def test_an_import_reads_its_entities_again(falkordb_url, tmp_path):
+    settings = base_settings(falkordb_url, graph_auto=True)
+    await fill(settings)
+    mentions = await query(settings, ENTITIES)
+    assert ["Robert Stevenson", "person"] in [row[:2] for row in mentions]
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path)
+
+    record = await run_import(settings, path, "copy")
+    assert "entities to be read by a graph task" in record.message
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        graph = await tasks.get_task(redis, record.graph_task_id)
+    finally:
+        await redis.aclose()
+    assert graph.kind == "graph" and graph.state == "done", graph
+    assert await query(settings, ENTITIES, namespace="copy") == mentions
 
 
 @pytest.mark.usefixtures("settings")
