@@ -32,6 +32,7 @@ from zapomni.shared.messages import (
     Neighbour,
     Passage,
 )
+from zapomni.shared.nertext import UNKNOWN
 from zapomni.shared.validation import shown
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
@@ -127,11 +128,34 @@ async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str,
 
 
 async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
-    """Entities every word of whose name is a word of the query."""
+    """Entities every word of whose name is a word of the query (a term's word, also in the
+    plural: "statins" names the term "statin")."""
     words = terms(query)
     asked = set(words)
     rows = await by_words(graph, words, None, NAME_CANDIDATES)
-    return [row for row in rows if (name := set(terms(row[1]))) and name <= asked]
+    return [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
+
+
+def is_term_row(row: list[Any]) -> bool:
+    """A term of a field (written in lower case, or shown without a type), not a proper name:
+    its plural names it too. A person "Mark" is not named by "marks"."""
+    return row[2] == row[2].lower() or row[3] == UNKNOWN
+
+
+def plurals(word: str) -> set[str]:
+    """English plurals of a word of 4+ letters: statins, kinases, therapies."""
+    if len(word) < 4:
+        return set()
+    forms = {word + "s", word + "es"}
+    if word.endswith("y") and word[-2] not in "aeiou":
+        forms.add(word[:-1] + "ies")
+    return forms
+
+
+def named(name: list[str], asked: set[str], term: bool) -> bool:
+    """Whether every word of an entity's name is among the question's words."""
+    return bool(name) and all(
+        word in asked or (term and not plurals(word).isdisjoint(asked)) for word in name)
 
 
 async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str]:

@@ -289,3 +289,21 @@ async def test_a_markdown_document_gives_no_entity_from_its_code_or_links(client
     assert {kind for _, kind in rows} <= {"person", "unknown"}
     found = await call(client, "search_entities", query="vienna", type="unknown", namespace="md")
     assert [e["name"] for e in found["results"]] == ["Vienna"]
+
+
+async def test_a_term_is_named_by_its_plural_and_a_name_is_not(client, settings):
+    trial = ("Patients who took a statin had fewer strokes. In the trial, statin therapy "
+             "lowered LDL cholesterol by a third.")
+    letter = "Mark Hollis wrote the letter in London."
+    added = [await call(client, "add_memory", text=text, namespace="kg")
+             for text in (trial, letter)]
+    await run_workers(settings)
+    terms = await call(client, "search_entities", query="statin", namespace="kg")
+    assert [(e["name"], e["type"]) for e in terms["results"]] == [("statin", "unknown")]
+    found = await call(client, "search_memory", query="Do statins reduce strokes?",
+                       mode="graph", namespace="kg")
+    assert [r["memory_id"] for r in found["results"]] == [added[0]["memory_id"]]
+    # "marks" is no plural of the person Mark Hollis's first name, nor "hollises" of his
+    unnamed = await call(client, "search_memory", query="the marks of hollises",
+                         mode="graph", namespace="kg")
+    assert unnamed["results"] == []
