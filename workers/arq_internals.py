@@ -36,7 +36,7 @@ class ZapomniWorker(Worker):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.running_here: set[str] = set()  # ids of the jobs this process runs now
+        self.running_here: dict[str, asyncio.Task] = {}  # the jobs this process runs now
 
     async def _poll_iteration(self) -> None:
         try:
@@ -54,20 +54,23 @@ class ZapomniWorker(Worker):
             self.redis_lost_at = None
 
     async def run_job(self, job_id: str, score: int) -> None:
-        if job_id in self.running_here:
+        running = self.running_here.get(job_id)
+        if running is not None:
             # its lease lapsed (renewals failed) while it runs here; arq's claim just made
-            # is the lease again, and the run under way keeps renewing it
+            # is the lease again, the run under way keeps renewing it, and arq's table of
+            # tasks points at that run again, not at this one
             log.warning("job %s is still running in this worker; its lease lapsed and is "
                         "taken again, the job is not started twice", job_id)
+            self.tasks[job_id] = running
             return
-        self.running_here.add(job_id)
+        self.running_here[job_id] = asyncio.current_task()
         try:
             await super().run_job(job_id, score)
         except REDIS_DOWN:
             log.warning("job %s: Redis went away before its end was recorded; it runs again "
                         "when its lease expires", job_id)
         finally:
-            self.running_here.discard(job_id)
+            del self.running_here[job_id]
             if "res" in self.ctx:
                 release(self.ctx["res"], job_id)
 

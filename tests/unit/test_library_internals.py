@@ -55,6 +55,14 @@ def test_arq_run_job_is_what_start_jobs_runs():
         f"{ARQ}: start_jobs no longer runs jobs through run_job (leases would not be released)"
 
 
+def test_arq_tasks_is_the_table_of_runs_start_jobs_fills():
+    # a job not started twice puts its run under way back in this table (arq_internals.py)
+    assert calls(Worker.start_jobs, "self.tasks[job_id] = t"), \
+        f"{ARQ}: start_jobs no longer keeps each job's run in self.tasks"
+    assert calls(Worker._poll_iteration, "for job_id, t in list(self.tasks.items()):"), \
+        f"{ARQ}: the poll no longer reaps finished runs from self.tasks"
+
+
 def test_arq_claim_lifetime_is_the_attribute_start_jobs_reads():
     assert calls(Worker.__init__, "self.in_progress_timeout_s ="), ARQ
     assert calls(Worker.start_jobs, "int(self.in_progress_timeout_s * 1000)"), \
