@@ -72,12 +72,16 @@ def chunker_for(settings: Settings) -> Chunker:
 
 
 def code_language(metadata_json: str) -> str:
-    """The grammar a memory's metadata asks for ("language", any case, or a usual file
-    extension such as "py"), or "" when it names none the workers know."""
+    """The grammar a memory's metadata (as JSON) asks for: see metadata_language."""
     try:
-        metadata = _decode_json(metadata_json)
+        return metadata_language(_decode_json(metadata_json))
     except msgspec.DecodeError:
         return ""
+
+
+def metadata_language(metadata: object) -> str:
+    """The grammar a memory's metadata asks for ("language", any case, or a usual file
+    extension such as "py"), or "" when it names none the workers know."""
     language = metadata.get("language") if isinstance(metadata, dict) else None
     if not isinstance(language, str):
         return ""

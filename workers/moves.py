@@ -22,7 +22,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared import cypher, cypher_moves, tasks
-from zapomni.shared.chunking import Lines
+from zapomni.shared.chunking import Lines, metadata_language
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.graphstore import prepare_namespace
@@ -85,7 +85,7 @@ async def chunk_vectors(res: Resources, job: ImportJob, dim: int
         vectors = np.frombuffer(b"".join(c.vector or b"" for m in job.memories
                                          for c in m.chunks), dtype="<f4").reshape(-1, dim)
         return spans, vectors, 0
-    spans = [res.chunker.split(m.text) for m in job.memories]
+    spans = [res.chunker.split(m.text, metadata_language(m.metadata)) for m in job.memories]
     texts = [c.text for s in spans for c in s]
     vectors = await res.embedder.embed(texts)
     if vectors.shape != (len(texts), dim):

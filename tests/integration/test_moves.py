@@ -126,6 +126,28 @@ async def test_an_import_reads_its_entities_again(falkordb_url, tmp_path):
     assert await query(settings, ENTITIES, namespace="copy") == mentions
 
 
+SOURCE = "\n".join(f"def step_{i}(x):\n    \"\"\"Step {i} of the ferry schedule.\"\"\"\n"
+                   f"    return x + {i}" for i in range(24))
+SPANS = ("MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) "
+         "RETURN c.id, c.char_start, c.char_end, c.start_line, c.end_line ORDER BY c.id")
+
+
+@pytest.mark.usefixtures("settings")
+async def test_code_embedded_again_on_import_is_cut_on_its_syntax_tree(falkordb_url, tmp_path):
+    settings = base_settings(falkordb_url, chunk_tokens=48)
+    await add_text(settings, SOURCE, {"language": "python", "source": "steps.py"})
+    await add_text(settings, SOURCE.replace("ferry", "tram"), {"source": "steps.txt"})
+    await run_workers(settings)
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path, vectors=False)  # no vectors: the import chunks again
+
+    record = await run_import(settings, path, "copy")
+    assert record.state == "done" and record.embedded > 0, record.message
+    spans = await query(settings, SPANS)
+    assert len(spans) > 4
+    assert await query(settings, SPANS, namespace="copy") == spans
+
+
 @pytest.mark.usefixtures("settings")
 async def test_a_file_of_another_model_is_embedded_again(falkordb_url, tmp_path, fake_ollama):
     settings = base_settings(falkordb_url)
