@@ -86,7 +86,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ollama_retries: int = 4
     onnx_threads: int = 0  # 0: onnxruntime decides
     embed_cache_days: int = 30  # chunk vectors kept in Redis by model + text; 0 turns it off
-    # ... and at most this many of them, the oldest dropped first (1.6 KB each at 384-d)
+    # ... and at most this many of them, the oldest dropped first (1.8 KB each at 384-d)
     embed_cache_max: Annotated[int, Meta(ge=1)] = 100_000
 
     # FalkorDB vector index, for new namespaces (efRuntime is fixed when the index is created;
