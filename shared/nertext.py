@@ -21,7 +21,8 @@ also be written in lower case in the same chunk ("Format" beside "format"), and 
 (``None``, ``ValueError``) are not names. One exception, on prose only: such a find that is a
 single rare word ("statin", "Rapamycin" beside "rapamycin": not a whole word of the MiniLM
 tokenizer's vocabulary, ``rare_term``) is a term of a field and is shown, without a type:
-the graph of a scientific text joins its passages by those. On technical text, where the
+the graph of a scientific text joins its passages by those; so is a code that ``is_name``
+drops ("A20", "H3K9", "p53", "miR-155": ``science_code``). On technical text, where the
 model takes a changelog's verbs and a docstring's class names for names, a single word must
 also be a proper noun to the tagger and, at the head of a sentence or line, be written
 capitalised mid-sentence somewhere in the chunk ("Avoid ..." at the head of a changelog
@@ -188,6 +189,20 @@ def is_name(name: str) -> bool:
     return not any(_CAMEL.search(word) and word[0].islower() for word in name.split())
 
 
+# a code of science or engineering: letters and digits, from a letter ("A20", "H3K9",
+# "p53", "B12", "H2A.Z", "miR-155"); a version ("v2") is none
+_CODE_NAME = re.compile(r"^[A-Za-z][A-Za-z\d]*\d[A-Za-z\d]*(?:[-.][A-Za-z\d]+)*$"
+                        r"|^[A-Za-z][A-Za-z\d]*(?:[-.][A-Za-z\d]*\d[A-Za-z\d]*)+$")
+_CODE_NAME_MAX = 12
+
+
+def science_code(name: str) -> bool:
+    """A code that ``is_name`` drops (too few letters, or a camel-case part) and that prose
+    uses as a name: "A20", "H3K9", "p53", "miR-155". On prose only (workers/extract.py)."""
+    return (len(name) <= _CODE_NAME_MAX and bool(_CODE_NAME.match(name))
+            and not _VERSION_OR_NUMBER.match(name) and not is_name(name))
+
+
 _TITLE_WORD = re.compile(r"^(?:[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*|[A-Z]\.?)$")
 
 
@@ -272,6 +287,8 @@ def kept(name: str, tags: Sequence[str], head: bool, text: str, technical: bool)
     single = " " not in name
     if code_word(name):
         return False
+    if science_code(name):  # on prose a code of science is what its graph joins by
+        return not technical
     if is_term(name, text):  # on prose, a rare term stays: what science's graph joins by
         return not technical and single and rare_term(name)
     if not technical:

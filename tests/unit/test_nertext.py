@@ -17,6 +17,7 @@ from zapomni.shared.nertext import (
     kept,
     ner_text,
     rare_term,
+    science_code,
     shown_type,
     written_lower,
 )
@@ -134,9 +135,11 @@ spaces = st.text(" \t", max_size=3)
 
 
 @given(st.from_regex(r"[a-z][a-z0-9 .-]{1,20}", fullmatch=True), st.booleans())
-def test_a_name_without_a_capital_letter_is_shown_only_as_a_rare_term_of_prose(name, technical):
+def test_a_name_without_a_capital_letter_is_shown_only_as_a_rare_term_or_code_of_prose(
+        name, technical):
     shown = kept(name, ["NNP"], False, f"we use {name} daily", technical)
-    assert shown == (not technical and " " not in name and rare_term(name))
+    assert shown == (not technical and " " not in name
+                     and (rare_term(name) or science_code(name)))
 
 
 @given(capitalised, st.booleans(), st.booleans())
@@ -212,6 +215,26 @@ def test_a_rare_term_of_prose_is_shown_without_the_model_s_type(model):
     shown = {name: kind for name, kind, _ in found.mentions.values()}
     assert shown["Rapamycin"] == UNKNOWN  # the model calls it an organisation
     assert shown["Vienna"] == "place"
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    ("A20", True), ("H3K9", True), ("p53", True), ("B12", True), ("H2A.Z", True),
+    ("miR-155", True), ("v2", False), ("v2.1", False), ("1990s", False), ("42", False),
+    ("BRCA1", False), ("COVID-19", False)])  # the last two are names already
+def test_a_code_of_science_is_one_the_name_rules_would_drop(name, code):
+    assert science_code(name) is code
+    assert not is_name(name) if code else True
+
+
+def test_on_prose_a_code_of_science_is_shown_without_a_type(model):
+    text = ("The A20 protein inhibits NF-kB signalling, and loss of p53 raises H3K9 "
+            "methylation in mice from Vienna.")
+    [found] = model.extract([text])
+    shown = {name: kind for name, kind, _ in found.mentions.values()}
+    assert shown["A20"] == shown["H3K9"] == UNKNOWN and shown["Vienna"] == "place"
+    # technical text keeps to is_name: there "A20" may as well be a cell of a sheet
+    assert kept("A20", ["NNP"], False, text, technical=False)
+    assert not kept("A20", ["NNP"], False, text, technical=True)
 
 
 def test_the_extractor_shows_names_with_evidence_only(model):
