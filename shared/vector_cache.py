@@ -3,7 +3,8 @@
 One key per vector, ``{prefix}:{model}:{digest}`` (``digest``: the text's SHA-256, 32 hex
 digits), with a TTL; beside them one sorted set, ``{prefix}:index:{model}``, of the digests
 by write time. A write that takes the set past ``limit`` drops the oldest vectors, so a cache
-holds at most ``limit`` vectors (1.6 KB each at 384 dimensions) however much is ingested.
+holds at most ``limit`` vectors (1.8 KB each at 384 dimensions, key and index entry included:
+`./dev bench vector_cache`) however much is ingested.
 A Redis that does not answer is a miss, never an error: the cache only saves embedding work.
 
 Two caches use it: the workers' chunk vectors (``zapomni:emb``) and the query service's
