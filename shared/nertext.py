@@ -206,14 +206,15 @@ def science_code(name: str) -> bool:
 _TITLE_WORD = re.compile(r"^(?:[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*|[A-Z]\.?)$")
 
 
-def shown_type(kind: str, name: str, technical: bool) -> str:
+def shown_type(kind: str, name: str, technical: bool, text: str = "") -> str:
     """The type an entity mention is given: the model's, unless it is not to be trusted
     here. On technical text the model calls software a person, a place or an organisation
     most of the time (docs/benchmarks.md, "Knowledge graph"): there only a person with a
     person's name (two to four capitalised words: "Cory Benfield", "Junio C. Hamano") keeps
-    its type. Anywhere, a name in lower case (a command or package: "git", "urllib3") has
-    none."""
-    if name[:1].islower():
+    its type. Anywhere, a name in lower case (a command or package: "git", "urllib3"), a term
+    (``is_term`` in its chunk ``text``: "statin", "Rapamycin" beside "rapamycin") and a code
+    of science ("A20") have none: they are no person or organisation."""
+    if name[:1].islower() or science_code(name) or is_term(name, text):
         return UNKNOWN
     if not technical:
         return kind

@@ -17,16 +17,7 @@ from dataclasses import dataclass, field
 from zapomni.shared import namegate
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.entities import clean_name, entity_key, entity_type
-from zapomni.shared.nertext import (
-    UNKNOWN,
-    at_head,
-    is_name,
-    is_term,
-    kept,
-    ner_text,
-    science_code,
-    shown_type,
-)
+from zapomni.shared.nertext import at_head, is_name, kept, ner_text, science_code, shown_type
 
 # NER needs tok2vec and ner, the name rules the tagger's proper nouns (nertext.kept); the
 # sentencizer (rules) finds sentences for co-occurrence
@@ -188,16 +179,13 @@ def chunk_entities(doc, technical: bool = False, chunk: str | None = None,
         for ent in sentence.ents:
             kind = entity_type(ent.label_)
             name, key = clean_name(ent.text), entity_key(ent.text)
-            code = not technical and science_code(name)  # "A20", "p53" on prose
-            if kind is None or len(key) < 2 or not (is_name(name) or code) \
-                    or BLANKED.search(ent.text):
+            # a name, or on prose a code of science ("A20", "p53")
+            named = is_name(name) or (not technical and science_code(name))
+            if kind is None or len(key) < 2 or not named or BLANKED.search(ent.text):
                 continue
             if not kept(name, [t.tag_ for t in ent], heads(sentence, ent), text, technical):
                 continue
-            # a term (nertext.rare_term: "statin") or a code is no person or organisation
-            shown = UNKNOWN if code or is_term(name, text) \
-                else shown_type(kind, name, technical)
-            types.setdefault(key, Counter())[shown] += 1
+            types.setdefault(key, Counter())[shown_type(kind, name, technical, text)] += 1
             if key not in found.mentions:
                 found.mentions[key] = (name, kind, 0)
                 found.spans[key] = (offset + ent.start_char, offset + ent.end_char)
