@@ -121,8 +121,8 @@ SET m.landing = true, m.parts = $parts,
 RETURN count(m)
 """
 
-# a delete: the memory first (a chunk written after it finds no memory to hang on), then its
-# chunks by their memory_id, in batches
+# a delete: the chunks by their memory_id, in batches, then the memory (workers/store.py says
+# why in that order)
 DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
 DELETE_CHUNKS = """
 MATCH (c:Chunk {memory_id: $id})
