@@ -1,7 +1,8 @@
 """Walking files and folders to ingest (``zapomni ingest`` and the ingest_path tool).
 
-``walk_files(root, selection)`` streams what it finds, depth first in name order: a
-``Found`` file to read, or a ``Skipped`` one with the reason, one line a user can act on.
+``walk_files(root, selection)`` streams what it finds, depth first in name order (a folder's
+files, then its folders: ``walk_key``): a ``Found`` file to read, or a ``Skipped`` one with
+the reason, one line a user can act on. It can start after a given file (a continuation).
 It honours ``.gitignore`` files (each applies to its own folder and below; the last matching
 line wins; ``!`` re-includes), never enters ``.git``, follows symbolic links but not into a
 folder it has already entered (a loop), and stops after ``max_files`` files. ``read_file``
@@ -133,19 +134,27 @@ def _load_rules(folder: Path, base: str) -> list[Rule]:
         return []
 
 
-def walk_files(root: Path, selection: Selection) -> Iterator[Found | Skipped]:
-    """Every file under ``root`` that the selection keeps, or the reason it was skipped."""
+def walk_files(root: Path, selection: Selection, after: str = "",
+               counted: int = 0) -> Iterator[Found | Skipped]:
+    """Every file under ``root`` that the selection keeps, or the reason it was skipped, in
+    the order of ``walk_key``. ``after``: only what comes after the file with that source (a
+    continuation: folders wholly before it are not entered); ``counted``: the files found
+    before it, which the limit of files per run counts too."""
     if not root.is_dir():
-        yield Found(str(root), root.name)
+        if not after:
+            yield Found(str(root), root.name)
         return
+    cursor = walk_key(after) if after else None
     seen: set[tuple[int, int]] = set()
     # the stack holds (folder, its source, the rules that apply in it)
     stack: list[tuple[Path, str, list[Rule]]] = [(root, "", [])]
-    count = 0
+    count = counted
     while stack:
         folder, base, rules = stack.pop()
         subfolders: list[tuple[Path, str, list[Rule]]] = []
         for item in _folder(folder, base, rules, seen, selection, subfolders):
+            if cursor is not None and _item_key(item.source, base) <= cursor:
+                continue
             if isinstance(item, Found):
                 count += 1
                 if count > selection.max_files:
@@ -154,7 +163,31 @@ def walk_files(root: Path, selection: Selection) -> Iterator[Found | Skipped]:
                                   "subfolder")
                     return
             yield item
-        stack.extend(reversed(subfolders))
+        stack.extend(reversed([entry for entry in subfolders
+                               if cursor is None or not _before(entry[1], cursor)]))
+
+
+def walk_key(source: str) -> tuple[tuple[int, str], ...]:
+    """Where a file comes in the walk: each folder's files in name order, then its folders
+    in name order, each whole (depth first). A continuation's cursor is compared by it."""
+    parts = source.split("/")
+    return (*((1, part) for part in parts[:-1]), (0, parts[-1]))
+
+
+def _folder_key(source: str) -> tuple[tuple[int, str], ...]:
+    return tuple((1, part) for part in source.split("/")) if source else ()
+
+
+def _item_key(source: str, base: str) -> tuple[tuple[int, str], ...]:
+    """An item's place: a file's (walk_key), or, for what is said of the folder itself (a
+    loop, unreadable), the folder's, which comes before everything in it."""
+    return _folder_key(base) if source in (base, base or ".") else walk_key(source)
+
+
+def _before(folder: str, cursor: tuple[tuple[int, str], ...]) -> bool:
+    """Whether everything in ``folder`` comes before the cursor (it was walked already)."""
+    key = _folder_key(folder)
+    return key < cursor and cursor[:len(key)] != key
 
 
 def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int]],

@@ -175,3 +175,35 @@ def test_gzip_files_are_read_by_the_name_inside(tmp_path):
     assert found["bomb.txt.gz"] == Skipped(
         "bomb.txt.gz", "too big: over 4,000 bytes uncompressed (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
     assert found["blob.bin.gz"] == Skipped("blob.bin.gz", "binary (not text, PDF or DOCX)")
+
+
+def test_a_walk_continues_after_any_file_exactly_as_the_whole_walk_goes_on(tree, monkeypatch):
+    """From the cursor (a file's source) on, the same items as the whole walk, the limit of
+    files counted the same; and no folder wholly before the cursor is listed again."""
+    import zapomni.shared.files as files
+
+    (tree / "code" / "deep" / "er").mkdir(parents=True)
+    (tree / "code" / "deep" / "a.md").write_text("deep")
+    (tree / "code" / "deep" / "er" / "b.md").write_text("deeper")
+    (tree / "docs" / "again").symlink_to(tree)  # a loop, said again in every slice
+    (tree / "gone.txt").symlink_to(tree / "nothing-here.txt")
+    listed: list[str] = []
+    listdir = os.listdir
+
+    def recording(path):
+        listed.append(Path(path).relative_to(tree).as_posix().strip("."))
+        return listdir(path)
+
+    monkeypatch.setattr(files.os, "listdir", recording)
+    for limit in (100, 9):
+        whole = list(walk_files(tree, Selection(max_files=limit)))
+        assert isinstance(whole[-1], Skipped) == (limit == 9)  # the limit, reached
+        found = [i for i, item in enumerate(whole) if isinstance(item, Found)]
+        for n, i in enumerate(found, start=1):
+            listed.clear()
+            cursor = files.walk_key(whole[i].source)
+            rest = list(walk_files(tree, Selection(max_files=limit), whole[i].source, n))
+            assert rest == whole[i + 1:], whole[i].source
+            for folder in listed:
+                key = tuple((1, part) for part in folder.split("/")) if folder else ()
+                assert cursor[:len(key)] == key or key > cursor, (whole[i].source, folder)
