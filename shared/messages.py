@@ -126,7 +126,7 @@ Glob = Annotated[str, Meta(min_length=1, max_length=256)]
 
 class IngestPath(Base):
     """ingest_path's arguments; the path is checked against the allowed roots later
-    (shared/files.py, check_ingest_path)."""
+    (shared/roots.py, check_ingest_path)."""
 
     path: Annotated[str, Meta(min_length=1, max_length=4096)]
     namespace: Namespace = DEFAULT_NAMESPACE

@@ -23,20 +23,11 @@ import msgspec
 
 from zapomni.shared import adds, deletes, policy, tasks
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.files import (
-    Found,
-    Loaded,
-    Selection,
-    Skipped,
-    allowed_roots,
-    inside,
-    load_file,
-    root_key,
-    walk_files,
-)
+from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, root_key, walk_files
 from zapomni.shared.graphstore import meta_pair, namespace_exists, run
 from zapomni.shared.messages import MAX_SKIPS_SHOWN, AddMemory, FileCounts, FilesJob, SkippedFile
 from zapomni.shared.queue import FILES, enqueue_files
+from zapomni.shared.roots import allowed_roots, inside
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.outcome import deadline, read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, resources

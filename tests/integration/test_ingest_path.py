@@ -3,6 +3,7 @@ files added; any path out of the roots refused at the front, with nothing queued
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import msgspec
 import pytest
 from fastmcp import Client
 
-from tests.support.documents import make_pdf
+from tests.support.documents import make_docx, make_pdf
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
@@ -157,3 +158,30 @@ async def test_a_file_removed_between_slices_moves_no_file_to_be_skipped(
     assert (files["found"], files["added"], files["skipped"]) == (5, 5, 0), files
     assert await stored_sources(client) == ["b.txt", "d.txt", "f.txt", "sub/h.txt",
                                             "sub/j.txt"]
+
+
+async def test_nothing_out_of_the_roots_is_read_whatever_changes_after_the_walk(
+        client, settings, roots, monkeypatch):
+    """notes.txt is swapped for a link to the secret after the walk found it (acted at the
+    seam between walk and read); a hard link to the secret sits in the tree; a DOCX unpacks
+    past its bound. Each is skipped with its reason, and none of the secret is stored."""
+    tree, secret = roots / "lighthouse", roots.parent / "private" / "secret.md"
+    os.link(secret, tree / "linked.md")
+    (tree / "bomb.docx").write_bytes(make_docx(["a" * (64 << 20)], "Bomb"))  # 64 MiB: the bound
+    load_file = files_worker.load_file
+
+    def swap_then_load(found, key, max_bytes):
+        if found.source == "notes.txt":
+            (tree / "notes.txt").unlink()
+            (tree / "notes.txt").symlink_to(secret)
+        return load_file(found, key, max_bytes)
+
+    monkeypatch.setattr(files_worker, "load_file", swap_then_load)
+    task = await call(client, "ingest_path", path=str(tree))
+    await run_workers(msgspec.structs.replace(settings, ingest_roots=str(roots)))
+    files = (await call(client, "graph_status", task_id=task["task_id"]))["files"]
+    assert sorted((s["source"], s["reason"].split(":")[0]) for s in files["skips"]) == [
+        ("bomb.docx", "too big"), ("linked.md", "a hard link (the file has 2 names)"),
+        ("notes.txt", "a symbolic link out of the allowed roots (ZAPOMNI_INGEST_ROOTS)")]
+    assert (files["added"], files["skipped"]) == (10, 3)
+    assert (await call(client, "search_memory", query="vault", mode="keyword"))["results"] == []
