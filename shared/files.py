@@ -166,7 +166,7 @@ def walk_files(root: Path, selection: Selection, after: str = "",
         folder, base, rules = stack.pop()
         subfolders: list[tuple[Path, str, list[Rule]]] = []
         for item in _folder(folder, base, rules, seen, selection, subfolders):
-            if cursor is not None and _item_key(item.source, base) <= cursor:
+            if cursor is not None and _behind(item.source, base, cursor):
                 continue
             if isinstance(item, Found):
                 count += 1
@@ -191,10 +191,11 @@ def _folder_key(source: str) -> tuple[tuple[int, str], ...]:
     return tuple((1, part) for part in source.split("/")) if source else ()
 
 
-def _item_key(source: str, base: str) -> tuple[tuple[int, str], ...]:
-    """An item's place: a file's (walk_key), or, for what is said of the folder itself (a
-    loop, unreadable), the folder's, which comes before everything in it."""
-    return _folder_key(base) if source in (base, base or ".") else walk_key(source)
+def _behind(source: str, base: str, cursor: tuple[tuple[int, str], ...]) -> bool:
+    """Whether a continuation has passed this item already. Not what is said of the folder
+    being walked itself (unreadable, a loop): a folder a continuation walks lies on the
+    cursor's path or after it, so that is news."""
+    return source not in (base, base or ".") and walk_key(source) <= cursor
 
 
 def _before(folder: str, cursor: tuple[tuple[int, str], ...]) -> bool:
