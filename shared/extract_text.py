@@ -53,8 +53,11 @@ MAX_DOCX_XML_BYTES = 64 << 20
 MAX_DOCX_CORE_BYTES = 1 << 20  # docProps/core.xml: the title and a dozen properties
 XML_BLOCK = 1 << 16  # bytes decompressed and parsed at a time
 # A PDF's pages' content (the drawing operators text is read from), uncompressed, over all
-# its pages. pypdf parses it in Python, slowly (a text page holds ~5-30 KB of it).
-MAX_PDF_CONTENT_BYTES = 16 << 20
+# its pages. pypdf parses it in Python at 0.19-0.36 MB/s (2026-11-27, this 2-core machine,
+# /tmp script under the heavy lock: 1 MB of text operators 2.75 s, 4 MB 21.1 s, 2.4 MB of
+# words with positions 8.55 s), so 8 MiB is 25-45 s of a worker, inside a job's 120 s; a
+# text page holds ~5-30 KB of it: some 280-1,700 pages
+MAX_PDF_CONTENT_BYTES = 8 << 20
 # pypdf's own limits (pypdf.Configuration), lower than its defaults of 75 MB a stream and
 # 5,000 form invocations a page, which alone let one page take hours: a stream past the
 # content bound above is too big anyway, and text forms are a few to a page

@@ -321,7 +321,7 @@ def counting_reads(monkeypatch, cls) -> list[int]:
 
 # the bounds of shared/extract_text.py, written out: a test of them must not move with them
 MAX_DOCX_XML_BYTES = 64 << 20
-MAX_PDF_CONTENT_BYTES = MAX_PDF_STREAM_BYTES = 16 << 20
+MAX_PDF_CONTENT_BYTES = MAX_PDF_STREAM_BYTES = 8 << 20
 
 
 def test_a_zip_bomb_docx_is_skipped_and_not_read_past_the_bound(tmp_path, monkeypatch):
@@ -363,8 +363,8 @@ def test_a_gzip_bomb_is_skipped_and_not_read_past_the_bound(tmp_path, monkeypatc
 
 
 def test_a_pdf_whose_pages_unpack_past_the_bound_is_skipped(tmp_path):
-    """One small stream drawn on every page counts on every page (it is unpacked and parsed
-    for each); one stream over pypdf's limit for a stream is refused by pypdf itself."""
+    """One small stream drawn on 9 pages counts on every page (it is unpacked and parsed for
+    each); one stream over pypdf's limit for a stream is refused by pypdf itself."""
     page = 1 << 20
     pages = MAX_PDF_CONTENT_BYTES // page + 1
     (tmp_path / "pages.pdf").write_bytes(make_pdf_drawn_on(pages, b" " * page))
