@@ -54,7 +54,7 @@ MAX_DOCX_CORE_BYTES = 1 << 20  # docProps/core.xml: the title and a dozen proper
 XML_BLOCK = 1 << 16  # bytes decompressed and parsed at a time
 # A PDF's pages' content (the drawing operators text is read from), uncompressed, over all
 # its pages. pypdf parses it in Python at 0.19-0.36 MB/s (2026-11-27, this 2-core machine,
-# /tmp script under the heavy lock: 1 MB of text operators 2.75 s, 4 MB 21.1 s, 2.4 MB of
+# a throwaway script under the heavy lock: 1 MB of text operators 2.75 s, 4 MB 21.1 s, 2.4 MB of
 # words with positions 8.55 s), so 8 MiB is 25-45 s of a worker, inside a job's 120 s; a
 # text page holds ~5-30 KB of it: some 280-1,700 pages
 MAX_PDF_CONTENT_BYTES = 8 << 20
@@ -153,8 +153,8 @@ def pdf_text(data: bytes) -> tuple[str, str]:
             pages = pdf_pages(reader)
             title = reader.metadata.title if reader.metadata else ""
     except LimitReachedError as exc:
-        raise Unreadable("too big: a stream or a page of it is over the limits of the PDF "
-                         f"reader ({MAX_PDF_STREAM_BYTES:,} bytes a stream uncompressed, "
+        raise Unreadable("too big: a stream or a page of it is over the PDF reader's limits "
+                         f"(such as {MAX_PDF_STREAM_BYTES:,} bytes a stream uncompressed, "
                          f"{MAX_PDF_FORMS_PER_PAGE} forms a page)") from exc
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
         raise Unreadable("a corrupt or unreadable PDF") from exc

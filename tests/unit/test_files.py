@@ -375,4 +375,4 @@ def test_a_pdf_whose_pages_unpack_past_the_bound_is_skipped(tmp_path):
         "pages.pdf", f"too big: its pages hold over {MAX_PDF_CONTENT_BYTES:,} bytes of "
         "content uncompressed")
     assert loaded["stream.pdf"].reason.startswith(
-        "too big: a stream or a page of it is over the limits of the PDF reader")
+        "too big: a stream or a page of it is over the PDF reader's limits")
