@@ -121,8 +121,8 @@ SET m.landing = true, m.parts = $parts,
 RETURN count(m)
 """
 
-# a delete: the memory first (a chunk written after it finds no memory to hang on), then its
-# chunks by their memory_id, in batches
+# a delete: the chunks by their memory_id, in batches, then the memory (workers/store.py says
+# why in that order)
 DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
 DELETE_CHUNKS = """
 MATCH (c:Chunk {memory_id: $id})
@@ -150,10 +150,12 @@ WITH c LIMIT $batch
 DETACH DELETE c
 RETURN count(c)
 """
-# the sweep: memories not (yet) searchable, with the task that writes them, oldest first
+# the sweep: memories not (yet) searchable, with the task that writes them, a page at a time
+# by id from a cursor ($after, exclusive; the "+ ''" copy as in _GRAPH_PICK below)
 UNREADY = """
-MATCH (m:Memory) WHERE m.ready = false AND m.created_at < $before
-RETURN m.id, coalesce(m.task_id, '') ORDER BY m.created_at LIMIT $limit
+MATCH (m:Memory) WHERE m.id > $after AND m.id + '' > $after AND m.ready = false
+  AND m.created_at < $before
+RETURN m.id, coalesce(m.task_id, '') ORDER BY m.id LIMIT $limit
 """
 
 # ---- the knowledge graph (workers/graph.py) ----

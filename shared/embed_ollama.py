@@ -1,6 +1,11 @@
 """Ollama embedder: batched ``POST /api/embed`` over one httpx2 connection pool, at most
 ``concurrency`` (32) requests in flight, retries with backoff on connect errors, timeouts and
-5xx, and a clear error for a model that is not pulled."""
+5xx, and a clear error for a model that is not pulled.
+
+The errors end up in task records that any caller of graph_status reads: they say what
+failed and what to do, never Ollama's address or what its answer said. Those go to the
+worker's log (the address without credentials, the answer cut to ``LOGGED_BODY_CHARS``).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
 from zapomni.shared.tls import tls_context
 
 log = logging.getLogger(__name__)
+
+LOGGED_BODY_CHARS = 200  # of a refusing answer, in the log line (one line of a terminal or two)
+MODEL_HINT = ("check that ZAPOMNI_OLLAMA_MODEL names an embedding model that Ollama serves "
+              "and that the texts fit its context")
 
 
 class EmbedResponse(msgspec.Struct):
@@ -90,9 +99,11 @@ class OllamaEmbedder:
         except (msgspec.DecodeError, ValueError):
             vectors = np.zeros((0,), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+            log.warning("ollama at %s answered /api/embed with %d embeddings for %d texts",
+                        self._where, len(vectors), len(batch))
             raise EmbeddingRejected(
-                f"Ollama at {self._where} returned {len(vectors)} embeddings for "
-                f"{len(batch)} texts; is '{self.model}' an embedding model?"
+                f"the embedder (Ollama) returned {len(vectors)} embeddings for {len(batch)} "
+                f"texts; is '{self.model}' an embedding model? (ZAPOMNI_OLLAMA_MODEL)"
             )
         if self._dim is None:
             self._dim = int(vectors.shape[1])
@@ -113,8 +124,8 @@ class OllamaEmbedder:
             except httpx2.TimeoutException:
                 reason = "timed out"
                 continue
-            except httpx2.TransportError as exc:
-                reason = f"cannot connect ({type(exc).__name__})"
+            except httpx2.TransportError:
+                reason = "cannot connect"
                 continue
             if response.status_code >= 500:
                 reason = f"HTTP {response.status_code}"
@@ -122,23 +133,28 @@ class OllamaEmbedder:
             if response.status_code >= 400:
                 raise self._rejected(response)
             return response.content
-        log.warning("ollama unavailable after %d attempts: %s", self._retries + 1, reason)
+        log.warning("ollama at %s unavailable after %d attempts: %s", self._where,
+                    self._retries + 1, reason)
         raise EmbeddingUnavailable(
-            f"Ollama at {self._where} is unavailable ({reason}) after "
-            f"{self._retries + 1} attempts; the job will retry"
+            f"the embedder (Ollama) is unavailable ({reason}) after {self._retries + 1} "
+            "attempts; the job will retry. If this lasts, check that Ollama is running and "
+            "that the workers reach it at ZAPOMNI_OLLAMA_URL"
         )
 
     def _rejected(self, response: httpx2.Response) -> EmbeddingRejected:
         try:
-            detail = str(response.json().get("error", ""))[:200]
-        except ValueError:
-            detail = response.text[:200]
+            detail = str(response.json().get("error", ""))
+        except (ValueError, AttributeError):
+            detail = response.text
+        log.warning("ollama at %s refused /api/embed with HTTP %d: %r", self._where,
+                    response.status_code, detail[:LOGGED_BODY_CHARS])
         if response.status_code == 404 or "not found" in detail.lower():
             return EmbeddingRejected(
-                f"Ollama at {self._where} does not have the model '{self.model}': "
-                f"run `ollama pull {self.model}`"
+                f"the embedder (Ollama) does not have the model '{self.model}': run "
+                f"`ollama pull {self.model}` where Ollama runs, or set ZAPOMNI_OLLAMA_MODEL "
+                "to a model it has"
             )
         return EmbeddingRejected(
-            f"Ollama at {self._where} refused the request (HTTP {response.status_code}): "
-            f"{detail}"
+            f"the embedder (Ollama) refused the request (HTTP {response.status_code}; its "
+            f"answer is in the worker's log); {MODEL_HINT}"
         )

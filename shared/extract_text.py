@@ -5,6 +5,12 @@
 raises ``Unreadable`` with a reason a user can act on (a corrupt PDF, a DOCX that is no
 zip). The title is the first heading (Markdown, reStructuredText), the HTML <title>, the
 PDF's or DOCX's own title, else the file name.
+
+What is decompressed is bounded, never read past its limit (a small file can unpack to
+gigabytes): a DOCX's XML parts as they stream out of the zip (``MAX_DOCX_XML_BYTES``,
+parsed as they come, and with no DTD: Word writes none, and entities are how XML grows),
+a PDF's streams one by one (pypdf's own limits, set here) and its pages' content in all
+(``MAX_PDF_CONTENT_BYTES``). Past a limit the file is Unreadable, "too big: ...".
 """
 
 from __future__ import annotations
@@ -13,10 +19,15 @@ import io
 import logging
 import re
 import zipfile
+import zlib
 from html.parser import HTMLParser
-from xml.etree import ElementTree
+from typing import IO, TYPE_CHECKING
+from xml.parsers import expat
 
 import msgspec
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 MAX_TITLE_CHARS = 200
 
@@ -31,8 +42,34 @@ CODE = {
 KINDS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".html": "html",
          ".htm": "html", ".pdf": "pdf", ".docx": "docx"}
 
-W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+# expat's names with namespaces: "<uri>}<local name>"
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+DC_TITLE = "http://purl.org/dc/elements/1.1/}title"
+# A DOCX's word/document.xml, uncompressed. Word's markup around prose is a few bytes per
+# character of text (a run and its properties around each change of format, a paragraph's
+# properties); 64 MiB holds the XML of a text at one memory's limit, 10,000,000 characters,
+# at 6.7 bytes each. Parsed as it streams, so memory follows the text, not the XML.
+MAX_DOCX_XML_BYTES = 64 << 20
+MAX_DOCX_CORE_BYTES = 1 << 20  # docProps/core.xml: the title and a dozen properties
+XML_BLOCK = 1 << 16  # bytes decompressed and parsed at a time
+# A PDF's pages' content (the drawing operators text is read from), uncompressed, over all
+# its pages. pypdf parses it in Python at 0.19-0.36 MB/s (2026-11-27, this 2-core machine,
+# a throwaway script under the heavy lock: 1 MB of text operators 2.75 s, 4 MB 21.1 s, 2.4 MB of
+# words with positions 8.55 s), so 8 MiB is 25-45 s of a worker, inside a job's 120 s; a
+# text page holds ~5-30 KB of it: some 280-1,700 pages
+MAX_PDF_CONTENT_BYTES = 8 << 20
+# pypdf's own limits (pypdf.Configuration), lower than its defaults of 75 MB a stream and
+# 5,000 form invocations a page, which alone let one page take hours: a stream past the
+# content bound above is too big anyway, and text forms are a few to a page
+MAX_PDF_STREAM_BYTES = MAX_PDF_CONTENT_BYTES
+MAX_PDF_FORMS_PER_PAGE = 64
+PDF_LIMITS = {f"{kind}_maximum_output_length": MAX_PDF_STREAM_BYTES
+              for kind in ("zlib", "lzw", "run_length", "brotli", "jbig2")} | {
+    "array_based_stream_maximum_output_length": MAX_PDF_STREAM_BYTES,
+    "xform_maximum_invocations_per_extraction": MAX_PDF_FORMS_PER_PAGE}
+CORRUPT_DOCX = "a corrupt DOCX (not a Word document's zip)"
+ZIP_ERRORS = (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error,
+              NotImplementedError, RuntimeError, expat.ExpatError)
 RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+.:_])\1{2,}\s*$")
 
 
@@ -106,37 +143,115 @@ def rst_title(text: str) -> str:
 
 
 def pdf_text(data: bytes) -> tuple[str, str]:
-    from pypdf import PdfReader  # loaded only for PDFs
-    from pypdf.errors import PyPdfError
+    from pypdf import PdfReader, apply_configuration  # loaded only for PDFs
+    from pypdf.errors import LimitReachedError, PyPdfError
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings name no file
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
-        title = reader.metadata.title if reader.metadata else ""
+        with apply_configuration(**PDF_LIMITS):
+            reader = PdfReader(io.BytesIO(data))
+            pages = pdf_pages(reader)
+            title = reader.metadata.title if reader.metadata else ""
+    except LimitReachedError as exc:
+        raise Unreadable("too big: a stream or a page of it is over the PDF reader's limits "
+                         f"(such as {MAX_PDF_STREAM_BYTES:,} bytes a stream uncompressed, "
+                         f"{MAX_PDF_FORMS_PER_PAGE} forms a page)") from exc
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
         raise Unreadable("a corrupt or unreadable PDF") from exc
     return "\n\n".join(p.strip() for p in pages if p.strip()), str(title or "")
 
 
+def pdf_pages(reader: PdfReader) -> list[str]:
+    """Each page's text, the pages' content (uncompressed) counted as they are read: past
+    ``MAX_PDF_CONTENT_BYTES`` the file is too big (one stream drawn on every page counts on
+    every page: it is decompressed and parsed for each)."""
+    pages, content = [], 0
+    for page in reader.pages:
+        stream = page.get_contents()
+        content += len(stream.get_data()) if stream is not None else 0
+        if content > MAX_PDF_CONTENT_BYTES:
+            raise Unreadable(f"too big: its pages hold over {MAX_PDF_CONTENT_BYTES:,} bytes of "
+                             "content uncompressed")
+        pages.append(page.extract_text() or "")
+    return pages
+
+
 def docx_text(data: bytes) -> tuple[str, str]:
     """The paragraphs of word/document.xml, one per line; the title from docProps/core.xml."""
+    paragraphs: list[str] = []
+    open_: list[list[str]] = []  # the texts of each paragraph open (a text box nests one)
+    depth = [0]  # inside a w:t (its text is the document's)
+
+    def start(name: str, attrs: dict) -> None:
+        depth[0] += name == W + "t"
+        if name == W + "p":
+            open_.append([])
+
+    def end(name: str) -> None:
+        depth[0] -= name == W + "t"
+        if name == W + "p" and open_:
+            paragraphs.append("".join(open_.pop()))
+
+    def text(data: str) -> None:
+        if depth[0] and open_:
+            open_[-1].append(data)
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            body = ElementTree.fromstring(archive.read("word/document.xml"))
-            core = archive.read("docProps/core.xml") if "docProps/core.xml" in \
-                archive.namelist() else b""
-    except (zipfile.BadZipFile, KeyError, ElementTree.ParseError, OSError) as exc:
-        raise Unreadable("a corrupt DOCX (not a Word document's zip)") from exc
-    paragraphs = ["".join(t.text or "" for t in p.iter(W + "t")) for p in body.iter(W + "p")]
-    title = ""
-    if core:
-        try:
-            found = ElementTree.fromstring(core).find(DC_TITLE)
-            title = found.text or "" if found is not None else ""
-        except ElementTree.ParseError:
-            title = ""
+            with archive.open("word/document.xml") as member:
+                parse_xml(member, "word/document.xml", MAX_DOCX_XML_BYTES, start, end, text)
+            title = docx_title(archive)
+    except ZIP_ERRORS as exc:
+        raise Unreadable(CORRUPT_DOCX) from exc
     return "\n".join(p for p in paragraphs if p.strip()), title
+
+
+def docx_title(archive: zipfile.ZipFile) -> str:
+    """dc:title of docProps/core.xml; '' when it has none, or cannot be read."""
+    found: list[str] = []
+    depth = [0]
+
+    def start(name: str, attrs: dict) -> None:
+        depth[0] += name == DC_TITLE
+
+    def end(name: str) -> None:
+        depth[0] -= name == DC_TITLE
+
+    def text(data: str) -> None:
+        if depth[0]:
+            found.append(data)
+
+    if "docProps/core.xml" not in archive.namelist():
+        return ""
+    try:
+        with archive.open("docProps/core.xml") as member:
+            parse_xml(member, "docProps/core.xml", MAX_DOCX_CORE_BYTES, start, end, text)
+    except (*ZIP_ERRORS, Unreadable):
+        return ""
+    return "".join(found)
+
+
+def parse_xml(stream: IO[bytes], name: str, limit: int, start, end, text) -> None:
+    """Parse XML as it is decompressed, at most ``limit`` bytes of it (Unreadable past that,
+    or when it declares a DTD), calling ``start(name, attributes)``, ``end(name)`` and
+    ``text(characters)``."""
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.buffer_text = True
+
+    def no_dtd(*_: object) -> None:
+        raise Unreadable(f"a corrupt DOCX ({name} declares a DTD, which Word never writes)")
+
+    parser.StartDoctypeDeclHandler = no_dtd
+    parser.EntityDeclHandler = no_dtd
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    parser.CharacterDataHandler = text
+    left = limit
+    while block := stream.read(min(XML_BLOCK, left + 1)):
+        left -= len(block)
+        if left < 0:
+            raise Unreadable(f"too big: its {name} is over {limit:,} bytes uncompressed")
+        parser.Parse(block, False)
+    parser.Parse(b"", True)
 
 
 class _HtmlText(HTMLParser):

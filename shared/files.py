@@ -1,11 +1,14 @@
 """Walking files and folders to ingest (``zapomni ingest`` and the ingest_path tool).
 
-``walk_files(root, selection)`` streams what it finds, depth first in name order: a
-``Found`` file to read, or a ``Skipped`` one with the reason, one line a user can act on.
+``walk_files(root, selection)`` streams what it finds, depth first in name order (a folder's
+files, then its folders: ``walk_key``): a ``Found`` file to read, or a ``Skipped`` one with
+the reason, one line a user can act on. It can start after a given file (a continuation).
 It honours ``.gitignore`` files (each applies to its own folder and below; the last matching
 line wins; ``!`` re-includes), never enters ``.git``, follows symbolic links but not into a
 folder it has already entered (a loop), and stops after ``max_files`` files. ``read_file``
-reads one file whole, or says why not (too big, unreadable, binary).
+reads one file whole, or says why not (too big, unreadable, binary). With ``within`` (the
+ingest_path tool), every file and folder is opened through shared/roots.py: only inside
+those roots, never through a link swapped in after the walk, never a hard link.
 
 ``source`` is the file's path relative to the root given, with ``/`` separators; a root that
 is a file is its own name.
@@ -17,7 +20,6 @@ import fnmatch
 import gzip
 import hashlib
 import io
-import json
 import os
 import re
 import zlib
@@ -26,12 +28,16 @@ from pathlib import Path
 
 import msgspec
 
-from zapomni.shared.errors import InvalidInput
 from zapomni.shared.extract_text import Unreadable, extract
+from zapomni.shared.roots import OUTSIDE, Refused, check_regular, inside, open_inside
 
 SNIFF_BYTES = 8192  # a NUL byte in the first 8 KiB: binary (git's own test)
+# of a .gitignore, read: real ones are a few KiB (git's own has no limit; a file this big
+# named .gitignore is no list of patterns)
+MAX_GITIGNORE_BYTES = 1 << 20
 BINARY_KINDS = (".pdf", ".docx")  # binary formats read by shared/extract_text.py
 NEVER_ENTER = (".git",)
+READ_ANY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # zapomni ingest: links followed
 
 
 class Selection(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,6 +51,7 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True):
 class Found(msgspec.Struct, frozen=True):
     path: str  # where to read it
     source: str  # relative to the root, posix
+    within: tuple[str, ...] = ()  # the roots it is read inside (shared/roots.py); () any
 
 
 class Skipped(msgspec.Struct, frozen=True):
@@ -126,26 +133,41 @@ def glob_match(globs: tuple[str, ...], source: str) -> bool:
     return any(fnmatch.fnmatchcase(source if "/" in g else name, g) for g in globs)
 
 
-def _load_rules(folder: Path, base: str) -> list[Rule]:
+def _load_rules(folder: Path, base: str, within: tuple[str, ...]) -> list[Rule]:
+    path = folder / ".gitignore"
     try:
-        return parse_gitignore((folder / ".gitignore").read_text(errors="replace"), base)
-    except OSError:
+        if not path.is_file():
+            return []
+        fd = open_inside(str(path), within) if within else os.open(path, READ_ANY)
+        with os.fdopen(fd, "rb") as handle:
+            check_regular(handle.fileno())
+            text = handle.read(MAX_GITIGNORE_BYTES).decode(errors="replace")
+    except (OSError, Refused):
         return []
+    return parse_gitignore(text, base)
 
 
-def walk_files(root: Path, selection: Selection) -> Iterator[Found | Skipped]:
-    """Every file under ``root`` that the selection keeps, or the reason it was skipped."""
+def walk_files(root: Path, selection: Selection, after: str = "",
+               counted: int = 0) -> Iterator[Found | Skipped]:
+    """Every file under ``root`` that the selection keeps, or the reason it was skipped, in
+    the order of ``walk_key``. ``after``: only what comes after the file with that source (a
+    continuation: folders wholly before it are not entered); ``counted``: the files found
+    before it, which the limit of files per run counts too."""
     if not root.is_dir():
-        yield Found(str(root), root.name)
+        if not after:
+            yield Found(str(root), root.name, selection.within)
         return
+    cursor = walk_key(after) if after else None
     seen: set[tuple[int, int]] = set()
     # the stack holds (folder, its source, the rules that apply in it)
     stack: list[tuple[Path, str, list[Rule]]] = [(root, "", [])]
-    count = 0
+    count = counted
     while stack:
         folder, base, rules = stack.pop()
         subfolders: list[tuple[Path, str, list[Rule]]] = []
         for item in _folder(folder, base, rules, seen, selection, subfolders):
+            if cursor is not None and _behind(item.source, base, cursor):
+                continue
             if isinstance(item, Found):
                 count += 1
                 if count > selection.max_files:
@@ -154,7 +176,32 @@ def walk_files(root: Path, selection: Selection) -> Iterator[Found | Skipped]:
                                   "subfolder")
                     return
             yield item
-        stack.extend(reversed(subfolders))
+        stack.extend(reversed([entry for entry in subfolders
+                               if cursor is None or not _before(entry[1], cursor)]))
+
+
+def walk_key(source: str) -> tuple[tuple[int, str], ...]:
+    """Where a file comes in the walk: each folder's files in name order, then its folders
+    in name order, each whole (depth first). A continuation's cursor is compared by it."""
+    parts = source.split("/")
+    return (*((1, part) for part in parts[:-1]), (0, parts[-1]))
+
+
+def _folder_key(source: str) -> tuple[tuple[int, str], ...]:
+    return tuple((1, part) for part in source.split("/")) if source else ()
+
+
+def _behind(source: str, base: str, cursor: tuple[tuple[int, str], ...]) -> bool:
+    """Whether a continuation has passed this item already. Not what is said of the folder
+    being walked itself (unreadable, a loop): a folder a continuation walks lies on the
+    cursor's path or after it, so that is news."""
+    return source not in (base, base or ".") and walk_key(source) <= cursor
+
+
+def _before(folder: str, cursor: tuple[tuple[int, str], ...]) -> bool:
+    """Whether everything in ``folder`` comes before the cursor (it was walked already)."""
+    key = _folder_key(folder)
+    return key < cursor and cursor[:len(key)] != key
 
 
 def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int]],
@@ -170,21 +217,20 @@ def _folder(folder: Path, base: str, rules: list[Rule], seen: set[tuple[int, int
         yield Skipped(base, "a symbolic link loop (this folder was entered already)")
         return
     seen.add((info.st_dev, info.st_ino))
-    rules = rules + _load_rules(folder, base)
-    for item, source, is_dir in _entries(folder, base):
+    rules = rules + _load_rules(folder, base, selection.within)
+    for item, source, is_dir in _entries(folder, base, selection.within):
         if isinstance(item, Skipped):
             yield item
         elif item.name in NEVER_ENTER or ignored(rules, source, is_dir):
             continue
         elif selection.within and item.is_symlink() and \
                 not inside(item.resolve(), selection.within):
-            yield Skipped(source, "a symbolic link out of the allowed roots "
-                          "(ZAPOMNI_INGEST_ROOTS)")
+            yield Skipped(source, OUTSIDE)
         elif is_dir:
             if not glob_match(selection.exclude, source):
                 subfolders.append((item, source, rules))
         elif selected(selection, source):
-            yield Found(str(item), source)
+            yield Found(str(item), source, selection.within)
 
 
 def selected(selection: Selection, source: str) -> bool:
@@ -194,10 +240,14 @@ def selected(selection: Selection, source: str) -> bool:
     return not glob_match(selection.exclude, source)
 
 
-def _entries(folder: Path, base: str) -> Iterator[tuple[Path | Skipped, str, bool]]:
+def _entries(folder: Path, base: str, within: tuple[str, ...]
+             ) -> Iterator[tuple[Path | Skipped, str, bool]]:
     """A folder's entries in name order: (path, source, is a folder), or a Skipped."""
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(_names(folder, within))
+    except Refused as exc:
+        yield Skipped(base or ".", exc.reason), base, False
+        return
     except OSError as exc:
         yield Skipped(base or ".", _os_reason(exc)), base, False
         return
@@ -214,6 +264,18 @@ def _entries(folder: Path, base: str) -> Iterator[tuple[Path | Skipped, str, boo
             yield Skipped(source, _os_reason(exc)), source, False
             continue
         yield path, source, is_dir
+
+
+def _names(folder: Path, within: tuple[str, ...]) -> list[str]:
+    """The names in a folder; ``within``: of the folder inside those roots, listed through a
+    descriptor opened without following any link."""
+    if not within:
+        return os.listdir(folder)
+    fd = open_inside(str(folder), within, folder=True)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def _link_reason(path: Path) -> str:
@@ -235,15 +297,20 @@ def _os_reason(exc: OSError) -> str:
 
 
 def read_file(found: Found, max_bytes: int) -> bytes | Skipped:
-    """The file's bytes, or why it is skipped: too big, unreadable, binary."""
-    path = Path(found.path)
+    """The file's bytes, or why it is skipped: too big, unreadable, binary; with
+    ``found.within``, out of those roots, a link, or a hard link (shared/roots.py)."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return Skipped(found.source, f"too big: {size:,} bytes, over the limit of "
-                           f"{max_bytes:,} (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
-        with path.open("rb") as handle:
+        fd = open_inside(found.path, found.within) if found.within else \
+            os.open(found.path, READ_ANY)
+        with os.fdopen(fd, "rb") as handle:
+            check_regular(handle.fileno())
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                return Skipped(found.source, f"too big: {size:,} bytes, over the limit of "
+                               f"{max_bytes:,} (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
             data = handle.read(max_bytes + 1)
+    except Refused as exc:
+        return Skipped(found.source, exc.reason)
     except OSError as exc:
         return Skipped(found.source, _os_reason(exc))
     if len(data) > max_bytes:  # it grew since stat
@@ -307,32 +374,3 @@ def load_file(found: Found, root_key: str, max_bytes: int) -> Loaded | Skipped:
 def root_key(root: Path) -> str:
     """How memories remember the root they came from: its resolved path, posix."""
     return root.resolve().as_posix()
-
-
-def allowed_roots(setting: str) -> tuple[str, ...]:
-    """ZAPOMNI_INGEST_ROOTS, resolved (symbolic links followed), as posix paths."""
-    return tuple(Path(r.strip()).resolve().as_posix()
-                 for r in setting.split(os.pathsep) if r.strip())
-
-
-def inside(path: Path, roots: tuple[str, ...]) -> bool:
-    return any(path == Path(root) or Path(root) in path.parents for root in roots)
-
-
-def check_ingest_path(path: str, roots: tuple[str, ...]) -> Path:
-    """The path ingest_path may read, resolved: '..' and symbolic links are followed first,
-    so neither leads out of the allowed roots."""
-    if not roots:
-        raise InvalidInput("path: ingest_path is off on this server; set ZAPOMNI_INGEST_ROOTS to "
-                           f"the folders it may read (separated by '{os.pathsep}') and "
-                           "restart it; or run `zapomni ingest PATH` on the machine")
-    if "\0" in path or not os.path.isabs(path):
-        raise InvalidInput(f"path: give an absolute path under one of {', '.join(roots)}")
-    resolved = Path(path).resolve()
-    shown = json.dumps(path[:200]) + ("..." if len(path) > 200 else "")
-    if not inside(resolved, roots):
-        raise InvalidInput(f"path: {shown} is outside the folders ingest_path may read "
-                           f"({', '.join(roots)}: ZAPOMNI_INGEST_ROOTS)")
-    if not resolved.exists():
-        raise InvalidInput(f"path: {shown}: no such file or folder")
-    return resolved

@@ -126,7 +126,7 @@ Glob = Annotated[str, Meta(min_length=1, max_length=256)]
 
 class IngestPath(Base):
     """ingest_path's arguments; the path is checked against the allowed roots later
-    (shared/files.py, check_ingest_path)."""
+    (shared/roots.py, check_ingest_path)."""
 
     path: Annotated[str, Meta(min_length=1, max_length=4096)]
     namespace: Namespace = DEFAULT_NAMESPACE
@@ -248,16 +248,20 @@ class FileCounts(Lenient):
 
 class FilesJob(Job):
     """ingest_path: walk ``path`` (resolved, inside ZAPOMNI_INGEST_ROOTS) and add its files.
-    A continuation starts at file ``start`` of the walk (its order is fixed) with the
-    counts so far, so a run of any slice again writes the same counts."""
+    A continuation walks on from the file after ``after`` (a source, in the walk's fixed
+    order: shared/files.py, walk_key) with the counts so far and ``walked``, the files the
+    walk found before it, so a run of any slice again writes the same counts. (A job of an
+    older version, with ``start``, walks again from the first file: its adds are
+    duplicates, left alone.)"""
 
     task_id: str
     namespace: str
     path: str
     include: list[str] = []
     exclude: list[str] = []
-    start: int = 0
     counts: FileCounts = FileCounts()
+    after: str = ""
+    walked: int = 0
 
 
 # ---- task records (Redis hash) --------------------------------------------------------------

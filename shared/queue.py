@@ -155,7 +155,7 @@ async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) ->
 
 async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob, *,
                         bounded: bool = False) -> None:
-    """A files task's continuation from file ``start``, with an id of its own, derived:
+    """A files task's continuation, after ``walked`` files, with an id of its own, derived:
     enqueued twice, it runs once (the front queues the first slice under the task's id)."""
-    job_id = job.task_id + (f":files:{job.start}" if job.start else "")
+    job_id = job.task_id + (f":files:{job.walked}" if job.walked else "")
     await enqueue(redis, settings, FILES, job, job_id, bounded=bounded)

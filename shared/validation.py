@@ -211,6 +211,7 @@ def split_metadata(metadata: Any,
         raise InvalidInput(f"{field}: must be JSON with valid UTF-8 strings") from None
     if size > MAX_METADATA_BYTES:
         raise InvalidInput(f"{field}: {size:,} bytes as JSON is over the limit of 65,536")
+    _refuse_nul(metadata, field)
     reserved = sorted(RESERVED_METADATA_KEYS.intersection(metadata))
     if reserved:
         raise InvalidInput(f"{field}: reserved key(s) {', '.join(reserved)}; rename them")
@@ -225,6 +226,24 @@ def split_metadata(metadata: Any,
     if not isinstance(source, str) or len(source) > 512:
         raise InvalidInput(f"{field}.source: expected a string of at most 512 characters")
     return list(dict.fromkeys(tags)), source, _thread(rest, field), _json_encode(rest).decode()
+
+
+def _refuse_nul(metadata: dict[str, Any], field: str) -> None:
+    """NUL in a key or a string anywhere in the metadata (tags, source, thread included) is
+    refused as it is in the text. Runs after the depth and size checks: the walk is bounded."""
+    stack: list[tuple[str, Any]] = [(field, metadata)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidInput(f"{where}: must not contain NUL characters (\\u0000)")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise InvalidInput(f"{where}: the key {shown(key)} must not contain NUL "
+                                       "characters (\\u0000); rename it")
+                stack.append((f"{where}.{shown(key)}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _thread(metadata: dict[str, Any], field: str) -> str:

@@ -1,8 +1,9 @@
 """Deleting a memory. The delete task owns the memory from the moment it was accepted (the
 front took it over from its ingest, cancelling that ingest: shared/tasks.py), so no new ingest
 of the same text starts meanwhile; an ingest still running undoes its own late writes. The
-memory goes, then its chunks in batches; the task ends and gives the memory up in one step.
-Safe to run again: a re-run after the end does nothing."""
+chunks go in batches, then the memory (a delete that fails for good leaves the memory
+stored, to be deleted again); the task ends and gives the memory up in one step. Safe to run
+again: a re-run after the end does nothing."""
 
 from __future__ import annotations
 

@@ -4,10 +4,13 @@ already for its source (metadata ``file_sha256`` of a memory from the same root)
 alone; a changed one is added anew and its old memory deleted.
 
 A job reads files for a share of job_timeout, then passes the rest on to a continuation
-that starts at the next file of the walk (its order is fixed) with the counts so far; so a
-slice that runs again writes the same counts, and adds what it adds again as duplicates
-(no-ops). The record shows files done of found and the counts (FileCounts); a cancel is
-seen before the next file.
+that walks on after the last file it read (a cursor in the walk's fixed order, not a
+position: folders before it are not walked again, and files added or removed behind it
+move nothing ahead of it) with the counts so far; so a slice that runs again writes the
+same counts, and adds what it adds again as duplicates (no-ops). A file added behind the
+cursor is left to the next run, as one added to a folder the walk has passed. The record
+shows files done of found and the counts (FileCounts); a cancel is seen before the next
+file.
 """
 
 from __future__ import annotations
@@ -20,19 +23,11 @@ import msgspec
 
 from zapomni.shared import adds, deletes, policy, tasks
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.files import (
-    Loaded,
-    Selection,
-    Skipped,
-    allowed_roots,
-    inside,
-    load_file,
-    root_key,
-    walk_files,
-)
+from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, root_key, walk_files
 from zapomni.shared.graphstore import meta_pair, namespace_exists, run
 from zapomni.shared.messages import MAX_SKIPS_SHOWN, AddMemory, FileCounts, FilesJob, SkippedFile
 from zapomni.shared.queue import FILES, enqueue_files
+from zapomni.shared.roots import allowed_roots, inside
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.outcome import deadline, read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, resources
@@ -71,19 +66,19 @@ async def walk_slice(res: Resources, job: FilesJob) -> str:
                           max_bytes=res.settings.ingest_max_file_bytes,
                           max_files=res.settings.ingest_max_files, within=roots)
     stored = await stored_files(res, job.namespace, root_key(root))
-    counts, started = job.counts, time.monotonic()
+    counts, walked, started = job.counts, job.walked, time.monotonic()
     budget = deadline(res.settings.job_timeout) * BUDGET
-    for position, item in enumerate(walk_files(root, selection)):
-        if position < job.start:
-            continue
+    for item in walk_files(root, selection, after=job.after, counted=job.walked):
         counts = await add_file(res, job, root_key(root), item, stored, counts)
-        if (position + 1) % PROGRESS_EVERY == 0 and not await record(res, job, counts):
+        if counts.found % PROGRESS_EVERY == 0 and not await record(res, job, counts):
             return "cancelled"
-        if time.monotonic() - started > budget:
-            await enqueue_files(res.redis, res.settings, msgspec.structs.replace(
-                job, start=position + 1, counts=counts))
-            await record(res, job, counts)
-            return "continued"
+        if isinstance(item, Found):  # a slice ends after a file: the cursor is its source
+            walked += 1
+            if time.monotonic() - started > budget:
+                await enqueue_files(res.redis, res.settings, msgspec.structs.replace(
+                    job, after=item.source, walked=walked, counts=counts))
+                await record(res, job, counts)
+                return "continued"
     return await end(res, job, counts, "done")
 
 

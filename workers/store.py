@@ -108,16 +108,18 @@ async def mark_landing(graph: AsyncGraph, memory_id: str, task_id: str, done: in
 
 
 async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, int]:
-    """Delete a memory, then its chunks (in batches); (memories, chunks) deleted. What its
-    chunks added to the knowledge graph goes first. The memory goes before its chunks, so
-    that a chunk an old writer adds meanwhile finds no memory to join (and is removed by
-    the chunk batches, or by that writer's undo)."""
+    """Delete a memory: what its chunks added to the knowledge graph, its place among its
+    versions, its chunks (in batches), and the memory node last; (memories, chunks) deleted.
+    A delete that stops anywhere, even for good, leaves the memory stored, so it can be
+    deleted again: never chunks whose memory is gone (which no delete could reach). A chunk
+    an old writer adds meanwhile is removed by that writer's undo, which it runs when it
+    finds the memory taken from it."""
     rows = await run(graph, cypher.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])
     await splice_versions(graph, memory_id)
+    chunks = await _delete_chunks(graph, cypher.DELETE_CHUNKS, {"id": memory_id})
     rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
-    memories = int(rows[0][0]) if rows else 0
-    return memories, await _delete_chunks(graph, cypher.DELETE_CHUNKS, {"id": memory_id})
+    return (int(rows[0][0]) if rows else 0), chunks
 
 
 async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:

@@ -31,7 +31,8 @@ def add_update_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         supersedes (a new text: the old id)}; graph_status(task_id) says when it is done.
         status "unchanged" (task_id null): nothing differed. duplicate: true: the new text
         is stored already as that memory_id; no version was made. Refused, retryable, while
-        another task writes, updates or deletes the memory."""
+        another task writes, updates or deletes the memory, or writes a new version of
+        it (then update that version once it is done)."""
         with tool_call("update_memory"):
             request = decode_update(memory_id, text, metadata, namespace)
             return plain(await update.update_memory(live["front"], request))

@@ -13,6 +13,13 @@ memory's metadata (patched) and ``supersedes``; the old version stays searchable
 new one is, then search leaves it out (workers/ingest.py). In a thread, the new version is a
 new turn at the end: it was said now, and an agent reading the conversation sees the
 correction where it was made.
+
+No change of the old version lands while its new version is made, or it would be lost (the
+new version carries the metadata read before it): the new version takes the memory over, as
+an update does, while it reads it and adds the new text, and leaves the new text's ingest
+task under ``zapomni:version:{ns}:{memory_id}`` before it gives the memory back. Until that
+task has ended, every update of the old version is refused with the task to wait for; once
+it is done, the old version is superseded and refused as such. A delete still wins.
 """
 
 from __future__ import annotations
@@ -116,18 +123,32 @@ def unchanged(memory: MemoryRecord, message: str) -> UpdateReceipt:
 # ---- a new text: a new version ----
 
 
+def version_key(namespace: str, memory_id: str) -> str:
+    """The ingest task of the new version being made of a memory (expires with the task
+    records: a task that has ended, or is gone, holds nothing)."""
+    return f"zapomni:version:{namespace}:{memory_id}"
+
+
 async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
-    owner = await redis_call(front, tasks.owner_task(front.redis, request.namespace,
-                                                     request.memory_id))
-    record = await redis_call(front, tasks.get_task(front.redis, owner)) if owner else None
-    if record is not None and record.state in tasks.ACTIVE:
-        raise busy(request.memory_id, record.task_id, record.kind)
-    old = await read_memory(front, request)
-    check_current(old)
-    memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
-                       namespace=request.namespace, supersedes=request.memory_id,
-                       line_offset=request.line_offset, **merged_fields(old, request.patch))
-    receipt = await ops.add_memory(front, memory)
+    """Take the memory over (as a metadata update does), read it, add the new text, leave
+    the new text's task as the version under way, give the memory back."""
+    hold = TaskRecord(task_id=new_task_id(), kind="update", namespace=request.namespace,
+                      memory_id=request.memory_id, total=1, created_at=time.time(),
+                      message="making a new version")
+    previous = await take(front, request, hold)
+    try:
+        old = await read_memory(front, request)
+        check_current(old)
+        memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
+                           namespace=request.namespace, supersedes=request.memory_id,
+                           line_offset=request.line_offset, **merged_fields(old, request.patch))
+        receipt = await ops.add_memory(front, memory)
+        if not isinstance(receipt, Refused) and not receipt.duplicate:
+            await redis_call(front, front.redis.set(
+                version_key(request.namespace, request.memory_id), receipt.task_id,
+                ex=front.task_ttl))
+    finally:
+        await untake_quietly(front, hold, previous)
     if isinstance(receipt, Refused):  # the namespace's write policy: nothing was stored
         return UpdateReceipt(memory_id=request.memory_id, task_id=None, status="refused",
                              namespace=request.namespace, message=receipt.reason)
@@ -140,6 +161,15 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
     return UpdateReceipt(memory_id=receipt.memory_id, task_id=receipt.task_id,
                          status=receipt.status, namespace=request.namespace,
                          supersedes=request.memory_id)
+
+
+async def version_under_way(front: Front, request: UpdateMemory) -> TaskRecord | None:
+    """The ingest of a new version of the memory, while it runs."""
+    task_id = await redis_call(front, front.redis.get(version_key(request.namespace,
+                                                                  request.memory_id)))
+    record = await redis_call(front, tasks.get_task(front.redis, task_id.decode())) \
+        if task_id else None
+    return record if record is not None and record.state in tasks.ACTIVE else None
 
 
 # ---- metadata in place ----
@@ -183,6 +213,17 @@ async def take(front: Front, request: UpdateMemory, record: TaskRecord) -> str:
                                                               front.task_ttl, unclaimed=True))
     if taken.code == 0:
         raise busy(request.memory_id, taken.owner, taken.kind)
+    try:  # taken: a new version cannot start meanwhile, so this answer holds
+        version = await version_under_way(front, request)
+    except BaseException:
+        await untake_quietly(front, record, taken.owner)
+        raise
+    if version is not None:
+        await untake_quietly(front, record, taken.owner)
+        raise Unavailable(
+            f"memory {request.memory_id} is being replaced by a new version (memory "
+            f"{version.memory_id}, task {version.task_id}); nothing was changed. Once "
+            f"graph_status({version.task_id}) says done, update {version.memory_id} instead")
     return taken.owner
 
 

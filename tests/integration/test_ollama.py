@@ -123,11 +123,39 @@ async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama
     during = await stored(settings)
     fake_ollama.hang = False
     await runner
-    assert first.startswith("waiting: Ollama at http://127.0.0.1:")
+    assert first.startswith("waiting: the embedder (Ollama) is unavailable (HTTP 503)")
+    assert fake_ollama.url.split("//")[1] not in first  # nor its address: in the log only
     assert (during["ready"], during["chunks"]) == (0, 0)  # nothing stored without vectors
     record = await tasks.get_task(aredis, receipt.task_id)
     assert (record.state, record.attempts) == ("done", 3)
     assert (await stored(settings))["ready"] == 1
+
+
+async def test_a_refusal_says_what_to_do_and_leaves_the_answer_to_the_log(
+        falkordb_url, fake_ollama, aredis, caplog):
+    """A task's error is read by any caller of graph_status: it says what failed and what
+    to do; Ollama's address and answer go to the worker's log (credentials left out)."""
+    url = fake_ollama.url.replace("http://", "http://keeper:s3cret@")
+    settings = make_settings(falkordb_url, ollama_url=url)
+    fake_ollama.fail_statuses = [400]
+    receipt = await add_text(settings, "a note Ollama refuses")
+    await run_workers(settings)
+    record = await tasks.get_task(aredis, receipt.task_id)
+    assert record.state == "failed"
+    assert record.error == (
+        "the embedder (Ollama) refused the request (HTTP 400; its answer is in the worker's "
+        "log); check that ZAPOMNI_OLLAMA_MODEL names an embedding model that Ollama serves "
+        "and that the texts fit its context")
+    address = fake_ollama.url.split("//")[1]
+    logged = caplog.text
+    assert "injected failure 400" in logged and address in logged and "s3cret" not in logged
+    missing = make_settings(falkordb_url, ollama_url=url, ollama_model="mxbai-embed-large")
+    receipt = await add_text(missing, "a note for a model Ollama lacks")
+    await run_workers(missing)
+    error = (await tasks.get_task(aredis, receipt.task_id)).error
+    assert error == ("the embedder (Ollama) does not have the model 'mxbai-embed-large': run "
+                     "`ollama pull mxbai-embed-large` where Ollama runs, or set "
+                     "ZAPOMNI_OLLAMA_MODEL to a model it has")
 
 
 async def test_model_mismatch_fails_the_task_and_stores_nothing(falkordb_url, fake_ollama,

@@ -141,17 +141,62 @@ async def test_deleting_a_version_closes_the_chain(settings, front, query_servic
     assert [h.memory_id for h in await search(front, QUESTION)] == [a.memory_id]
 
 
-async def test_two_new_texts_of_one_version_make_one_chain(settings, front, query_service):
-    a = await add_text(settings, OLD)
+async def test_no_change_of_a_version_lands_while_its_new_version_is_made(
+        settings, front, query_service, aredis):
+    """Once a new text of A is accepted, a metadata change or another new text of A is
+    refused with the task to wait for (it would land on A, which the new version then
+    replaces with the metadata it read before: lost); once that task is done, A is an older
+    version, refused as such, and the new version takes the change."""
+    a = await add_text(settings, OLD, {"tags": ["drinks"]})
     await run_workers(settings)
-    b = await change(front, a.memory_id, text="Mira's favourite tea is now rooibos.")
-    c = await change(front, a.memory_id, text="Mira's favourite tea is now sencha.")
+    b = await change(front, a.memory_id, text=NEW)
+    waiting = (f"memory {a.memory_id} is being replaced by a new version (memory "
+               f"{b.memory_id}, task {b.task_id}); nothing was changed. Once "
+               f"graph_status({b.task_id}) says done, update {b.memory_id} instead")
+    for text, metadata in ((None, {"tags": ["late"]}), ("Mira's tea is now sencha.", None)):
+        with pytest.raises(Unavailable) as refused:
+            await change(front, a.memory_id, text=text, metadata=metadata)
+        assert refused.value.message == waiting
+    assert await nothing_pending(aredis, settings) is False  # b's ingest only
     await run_workers(settings)
-    versions = (await get(front, a.memory_id)).versions
-    assert [v.memory_id for v in versions][0] == a.memory_id
-    assert {v.memory_id for v in versions} == {a.memory_id, b.memory_id, c.memory_id}
-    assert [v.current for v in versions] == [False, False, True]
-    assert [h.memory_id for h in await search(front, QUESTION)] == [versions[-1].memory_id]
+    with pytest.raises(InvalidInput, match=f"older version, replaced by {b.memory_id}"):
+        await change(front, a.memory_id, metadata={"tags": ["late"]})
+    await change(front, b.memory_id, metadata={"tags": ["late"]})
+    await run_workers(settings)
+    assert [(h.memory_id, h.tags) for h in await search(front, QUESTION)] == [
+        (b.memory_id, ["late"])]
+    assert (await get(front, a.memory_id)).tags == ["drinks"]
+    assert await tasks.owner_task(aredis, "default", a.memory_id) == a.task_id
+
+
+async def test_an_update_accepted_while_a_new_version_reads_the_memory_is_refused(
+        settings, front, query_service, aredis, monkeypatch):
+    """The new version holds the memory from before it reads it until its ingest is
+    queued: a metadata change that comes in between (acted at that seam) is refused, not
+    left to land on the version being replaced."""
+    a = await add_text(settings, OLD, {"tags": ["drinks"]})
+    await run_workers(settings)
+    between = []
+    add_memory = ops.add_memory
+
+    async def add_after_an_update(front_, memory):
+        try:
+            between.append(await change(front, a.memory_id, metadata={"tags": ["late"]}))
+        except Unavailable as exc:
+            between.append(exc.message)
+        return await add_memory(front_, memory)
+
+    monkeypatch.setattr(update.ops, "add_memory", add_after_an_update)
+    b = await change(front, a.memory_id, text=NEW)
+    monkeypatch.setattr(update.ops, "add_memory", add_memory)
+    assert len(between) == 1 and isinstance(between[0], str), between
+    assert between[0].startswith(f"memory {a.memory_id} is being updated by task ")
+    await run_workers(settings)
+    assert [(h.memory_id, h.tags) for h in await search(front, QUESTION)] == [
+        (b.memory_id, ["drinks"])]
+    assert (await get(front, a.memory_id)).tags == ["drinks"]
+    assert await nothing_pending(aredis, settings)
+    assert await tasks.owner_task(aredis, "default", a.memory_id) == a.task_id
 
 
 async def test_unknown_memories_and_invalid_or_empty_updates_change_nothing(
@@ -303,19 +348,21 @@ async def test_the_tool_answers_and_refuses_a_full_queue_leaving_nothing(falkord
         async with Client(build_server(settings)) as client:
             added = await call(client, "add_memory", text=OLD, metadata={"tags": ["a"]})
             await run_workers(settings)
+            other = await call(client, "add_memory", text=QUESTION)
+            await run_workers(settings)
             answer = await call(client, "update_memory", memory_id=added["memory_id"],
                                 text=NEW)
             assert set(answer) == {"memory_id", "task_id", "status", "namespace",
                                    "supersedes"}
             assert (answer["status"], answer["supersedes"]) == ("queued",
                                                                 added["memory_id"])
-            full = await error(client, "update_memory", memory_id=added["memory_id"],
+            full = await error(client, "update_memory", memory_id=other["memory_id"],
                                metadata={"tags": ["b"]})
             assert full.startswith("temporarily unavailable: the ingest queue is full")
-            assert await tasks.owner_task(aredis, "default", added["memory_id"]) == \
-                added["task_id"]
+            assert await tasks.owner_task(aredis, "default", other["memory_id"]) == \
+                other["task_id"]
             await run_workers(settings)
             memory = await call(client, "get_memory", memory_id=answer["memory_id"])
             assert [v["current"] for v in memory["versions"]] == [False, True]
             assert memory["tags"] == ["a"]
-    assert len(await aredis.keys("zapomni:task:*")) == 4  # 2 ingests, their 2 graph tasks
+    assert len(await aredis.keys("zapomni:task:*")) == 6  # 3 ingests, their 3 graph tasks

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.documents import make_docx, make_pdf
+from tests.support.documents import W, make_docx, make_pdf, make_pdf_drawn_on
 from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, walk_files
 
 TREE = Path(__file__).parent.parent / "data" / "files"
@@ -175,3 +175,204 @@ def test_gzip_files_are_read_by_the_name_inside(tmp_path):
     assert found["bomb.txt.gz"] == Skipped(
         "bomb.txt.gz", "too big: over 4,000 bytes uncompressed (ZAPOMNI_INGEST_MAX_FILE_BYTES)")
     assert found["blob.bin.gz"] == Skipped("blob.bin.gz", "binary (not text, PDF or DOCX)")
+
+
+def test_a_walk_continues_after_any_file_exactly_as_the_whole_walk_goes_on(tree, monkeypatch):
+    """From the cursor (a file's source) on, the same items as the whole walk, the limit of
+    files counted the same; and no folder wholly before the cursor is listed again."""
+    import zapomni.shared.files as files
+
+    (tree / "code" / "deep" / "er").mkdir(parents=True)
+    (tree / "code" / "deep" / "a.md").write_text("deep")
+    (tree / "code" / "deep" / "er" / "b.md").write_text("deeper")
+    (tree / "docs" / "again").symlink_to(tree)  # a loop, said again in every slice
+    (tree / "gone.txt").symlink_to(tree / "nothing-here.txt")
+    listed: list[str] = []
+    listdir = os.listdir
+
+    def recording(path):
+        listed.append(Path(path).relative_to(tree).as_posix().strip("."))
+        return listdir(path)
+
+    monkeypatch.setattr(files.os, "listdir", recording)
+    for limit in (100, 9):
+        whole = list(walk_files(tree, Selection(max_files=limit)))
+        limited = getattr(whole[-1], "reason", "").startswith("over the limit of 9 files")
+        assert limited == (limit == 9)
+        found = [i for i, item in enumerate(whole) if isinstance(item, Found)]
+        for n, i in enumerate(found, start=1):
+            listed.clear()
+            cursor = files.walk_key(whole[i].source)
+            rest = list(walk_files(tree, Selection(max_files=limit), whole[i].source, n))
+            assert rest == whole[i + 1:], whole[i].source
+            for folder in listed:
+                key = tuple((1, part) for part in folder.split("/")) if folder else ()
+                assert cursor[:len(key)] == key or key > cursor, (whole[i].source, folder)
+
+
+# ---- reading only inside the roots (ingest_path: Selection.within), and bounded ----
+
+
+@pytest.fixture
+def confined(tmp_path: Path) -> tuple[Path, Path]:
+    """(a root ingest_path may read, a secret file outside it)."""
+    root = tmp_path / "allowed"
+    shutil.copytree(TREE, root)
+    (tmp_path / "private").mkdir()
+    secret = tmp_path / "private" / "secret.md"
+    secret.write_text("# Secret\nthe vault code is 1234")
+    return root, secret
+
+
+def walk_then(root: Path, act=None) -> dict[str, Loaded | Skipped]:
+    """Walk ``root`` inside itself, run ``act`` after the walk and before any read, then
+    read what the walk found."""
+    selection = Selection(within=(root.resolve().as_posix(),))
+    items = list(walk_files(root, selection))
+    if act is not None:
+        act()
+    return {item.source: item if isinstance(item, Skipped) else
+            load_file(item, "the-root", selection.max_bytes) for item in items}
+
+
+def test_a_file_swapped_for_a_link_after_the_walk_is_not_read(confined):
+    root, secret = confined
+
+    def swap() -> None:
+        (root / "notes.txt").unlink()
+        (root / "notes.txt").symlink_to(secret)
+
+    loaded = walk_then(root, swap)
+    assert loaded["notes.txt"] == Skipped(
+        "notes.txt", "a symbolic link out of the allowed roots (ZAPOMNI_INGEST_ROOTS)")
+    assert not any("vault" in item.text for item in loaded.values()
+                   if isinstance(item, Loaded))
+    assert isinstance(loaded["README.md"], Loaded)  # the rest are read
+
+
+def test_a_folder_swapped_for_a_link_while_it_is_read_is_not_followed(confined, monkeypatch):
+    """The real path is resolved inside the roots; a folder on it turned into a link before
+    the open (acted at that seam) is not followed: every part is opened without links."""
+    import zapomni.shared.roots as roots
+
+    root, secret = confined
+    (root / "code" / "secret.md").write_text("# Decoy\nnothing here")
+    realpath = roots.os.path.realpath
+
+    def swap_after_resolving(path, strict=False):
+        real = realpath(path, strict=strict)
+        if str(path).endswith("code/secret.md") and not (root / "code").is_symlink():
+            (root / "code").rename(root / "code-old")
+            (root / "code").symlink_to(secret.parent)
+        return real
+
+    monkeypatch.setattr(roots.os.path, "realpath", swap_after_resolving)
+    loaded = walk_then(root)
+    assert loaded["code/secret.md"] == Skipped(
+        "code/secret.md", "changed into a symbolic link after it was found; not followed "
+        "(ZAPOMNI_INGEST_ROOTS)")
+
+
+def test_a_folder_swapped_for_a_link_before_it_is_listed_is_not_listed(confined):
+    root, secret = confined
+    (secret.parent / "diary.txt").write_text("private")
+    selection = Selection(within=(root.resolve().as_posix(),))
+    walk = walk_files(root, selection)
+    items = []
+    for item in walk:  # code/ comes before docs/, which the walk has met but not listed
+        items.append(item)
+        if item.source.startswith("code/"):
+            break
+    shutil.rmtree(root / "docs")
+    (root / "docs").symlink_to(secret.parent)
+    items += list(walk)
+    assert Skipped("docs", "a symbolic link out of the allowed roots (ZAPOMNI_INGEST_ROOTS)") \
+        in items
+    assert not any(getattr(item, "source", "").startswith("docs/") for item in items)
+
+
+def test_a_hard_link_is_not_read(confined):
+    """A hard link to a file outside the roots is a name of that file like any other:
+    ingest_path cannot tell where its other names are, so it reads no hard-linked file."""
+    root, secret = confined
+    os.link(secret, root / "linked.md")
+    loaded = walk_then(root)
+    assert loaded["linked.md"] == Skipped(
+        "linked.md", "a hard link (the file has 2 names): ingest_path cannot tell whether "
+        "the others are inside ZAPOMNI_INGEST_ROOTS, so it reads no hard-linked file; copy "
+        "the file into the folder instead")
+    assert isinstance(load_file(Found(str(root / "linked.md"), "linked.md"), "k", 10_000),
+                      Loaded)  # zapomni ingest, on the user's own machine, reads it
+
+
+def counting_reads(monkeypatch, cls) -> list[int]:
+    """Bytes each ``cls.read`` returned (decompressed)."""
+    sizes: list[int] = []
+    read = cls.read
+
+    def counted(self, *args):
+        data = read(self, *args)
+        sizes.append(len(data))
+        return data
+
+    monkeypatch.setattr(cls, "read", counted)
+    return sizes
+
+
+# the bounds of shared/extract_text.py, written out: a test of them must not move with them
+MAX_DOCX_XML_BYTES = 64 << 20
+MAX_PDF_CONTENT_BYTES = MAX_PDF_STREAM_BYTES = 8 << 20
+
+
+def test_a_zip_bomb_docx_is_skipped_and_not_read_past_the_bound(tmp_path, monkeypatch):
+    import zipfile
+
+    bomb = make_docx(["a" * MAX_DOCX_XML_BYTES], "Bomb")
+    assert len(bomb) < 200_000  # 64 MiB of XML in a small file
+    (tmp_path / "bomb.docx").write_bytes(bomb)
+    sizes = counting_reads(monkeypatch, zipfile.ZipExtFile)
+    loaded = load_all(tmp_path)
+    assert loaded["bomb.docx"] == Skipped(
+        "bomb.docx", f"too big: its word/document.xml is over {MAX_DOCX_XML_BYTES:,} bytes "
+        "uncompressed")
+    assert sum(sizes) <= MAX_DOCX_XML_BYTES + 1
+
+
+def test_a_docx_with_a_dtd_is_skipped(tmp_path):
+    import zipfile
+
+    laughs = ('<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa">'
+              '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+              f'<w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>&b;</w:t></w:r></w:p>'
+              '</w:body></w:document>')
+    out = tmp_path / "laughs.docx"
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("word/document.xml", laughs)
+    assert load_all(tmp_path)["laughs.docx"] == Skipped(
+        "laughs.docx", "a corrupt DOCX (word/document.xml declares a DTD, which Word never "
+        "writes)")
+
+
+def test_a_gzip_bomb_is_skipped_and_not_read_past_the_bound(tmp_path, monkeypatch):
+    (tmp_path / "bomb.txt.gz").write_bytes(gzip.compress(b"a" * 50_000_000))
+    sizes = counting_reads(monkeypatch, gzip.GzipFile)
+    assert load_all(tmp_path, Selection(max_bytes=1_000_000))["bomb.txt.gz"] == Skipped(
+        "bomb.txt.gz", "too big: over 1,000,000 bytes uncompressed "
+        "(ZAPOMNI_INGEST_MAX_FILE_BYTES)")
+    assert sum(sizes) <= 1_000_001
+
+
+def test_a_pdf_whose_pages_unpack_past_the_bound_is_skipped(tmp_path):
+    """One small stream drawn on 9 pages counts on every page (it is unpacked and parsed for
+    each); one stream over pypdf's limit for a stream is refused by pypdf itself."""
+    page = 1 << 20
+    pages = MAX_PDF_CONTENT_BYTES // page + 1
+    (tmp_path / "pages.pdf").write_bytes(make_pdf_drawn_on(pages, b" " * page))
+    (tmp_path / "stream.pdf").write_bytes(make_pdf_drawn_on(1, b" " * (MAX_PDF_STREAM_BYTES
+                                                                      + 1)))
+    loaded = load_all(tmp_path)
+    assert loaded["pages.pdf"] == Skipped(
+        "pages.pdf", f"too big: its pages hold over {MAX_PDF_CONTENT_BYTES:,} bytes of "
+        "content uncompressed")
+    assert loaded["stream.pdf"].reason.startswith(
+        "too big: a stream or a page of it is over the PDF reader's limits")

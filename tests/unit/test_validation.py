@@ -81,6 +81,25 @@ def test_bad_metadata(metadata, expected):
     assert error_of(decode_add_memory, "text", metadata, None).startswith(expected)
 
 
+@pytest.mark.parametrize(("metadata", "expected"), [
+    ({"tags": ["ok", "a\x00b"]}, "metadata.tags[1]: must not contain NUL characters (\\u0000)"),
+    ({"source": "notes\x00.md"}, "metadata.source: must not contain NUL characters"),
+    ({"thread": "chat\x00"}, "metadata.thread: must not contain NUL characters"),
+    ({"room": "kitchen\x00"}, "metadata.room: must not contain NUL characters"),
+    ({"deep": {"list": [1, {"x": "\x00"}]}},
+     "metadata.deep.list[1].x: must not contain NUL characters"),
+    ({"a\x00b": 1}, 'metadata: the key "a\\u0000b" must not contain NUL characters (\\u0000); '
+                    "rename it"),
+])
+def test_nul_is_refused_in_every_key_and_string_of_the_metadata(metadata, expected):
+    """As in the text: tags, source, thread, any key, any string at any depth; an update's
+    patch the same."""
+    assert error_of(decode_add_memory, "text", metadata, None).startswith(expected)
+    with pytest.raises(InvalidInput) as refused:
+        decode_update("mem_" + "a" * 32, None, metadata, None)
+    assert refused.value.message.startswith(expected)
+
+
 def test_deep_metadata_is_refused_before_encoding():
     deep: dict = {}
     node = deep
