@@ -51,7 +51,8 @@ class Front:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.redis = connect_queue(settings)
-        self.query = QueryClient(settings.query_url, settings.request_timeout)
+        self.query = QueryClient(settings.query_url, settings.request_timeout,
+                                 settings.query_secret)
         self.task_ttl = settings.task_ttl_days * 86400
 
     async def aclose(self) -> None:

@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zapomni-query", description=__doc__)
     parser.parse_args(argv)
     settings = Settings.from_env()
+    settings.check_query_bind()
     configure_logging("query", settings.log_level)
     uvicorn.run(build_app(settings), host=settings.query_host, port=settings.query_port,
                 log_config=None, access_log=False)

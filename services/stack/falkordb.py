@@ -107,9 +107,11 @@ def start_server(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
     return process
 
 
-def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0) -> None:
+def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0,
+                    password: str | None = None) -> None:
     """Until the server answers PING and has loaded its data (AOF replay can take a while)."""
-    client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=5)
+    client = redis.Redis(port=port, password=password, socket_connect_timeout=1,
+                         socket_timeout=5)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from zapomni.services.stack.falkordb import (
 from zapomni.services.stack.lock import lock_data_dir
 from zapomni.shared.settings import Settings
 
+SECRET_FILE = "query-secret"  # in the data directory: the query service's credential
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up
 RESTART_WINDOW = 60.0
 
@@ -82,6 +84,26 @@ def wait_http(url: str, child: Child, timeout: float = 120.0) -> None:
     raise SystemExit(f"zapomni: {child.name} did not become ready within {timeout:.0f}s")
 
 
+def query_secret(data_dir: Path, given: str) -> str:
+    """The credential the front shows the query service: ZAPOMNI_QUERY_SECRET when set, else
+    one made for this data directory on its first start and kept in it (mode 0600), so the
+    stdio front configured from the banner keeps working after a restart."""
+    if given:
+        return given
+    path = data_dir / SECRET_FILE
+    try:
+        kept = path.read_text().strip()
+    except FileNotFoundError:
+        kept = ""
+    if kept:
+        return kept
+    made = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(made + "\n")
+    return made
+
+
 def child_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZAPOMNI_")}
     env.update(settings.to_env())
@@ -97,7 +119,8 @@ def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
         "command": str(Path(sys.executable).parent / "zapomni-mcp"),
         "args": ["--stdio"],
         "env": {"ZAPOMNI_REDIS_URL": settings.redis_url,
-                "ZAPOMNI_QUERY_URL": settings.query_url},
+                "ZAPOMNI_QUERY_URL": settings.query_url,
+                "ZAPOMNI_QUERY_SECRET": settings.query_secret},
     }}}
     return "\n".join([
         "",
@@ -153,7 +176,7 @@ def up(args: argparse.Namespace) -> int:
         redis_url=f"{db_url}/0", falkordb_url=db_url,
         query_url=f"http://127.0.0.1:{args.query_port}", query_host="127.0.0.1",
         query_port=args.query_port, mcp_port=args.mcp_port, mcp_host=args.host,
-        data_dir=str(data_dir))
+        data_dir=str(data_dir), query_secret=query_secret(data_dir, base.query_secret))
     settings.check_mcp_bind()
     ports = [(args.query_port, "--query-port"), (args.mcp_port, "--mcp-port"),
              *((args.metrics_port + i, "--metrics-port") for i in range(args.workers))]
