@@ -11,6 +11,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from msgspec import Meta
@@ -234,6 +235,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ENV_PREFIX + name.upper(): str(getattr(self, name))
             for name in self.__struct_fields__
         }
+
+
+def without_password(url: str) -> str:
+    """``url`` fit to print: a password in it (redis://:PASSWORD@host) shown as ***."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def is_loopback(host: str) -> bool:

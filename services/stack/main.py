@@ -29,7 +29,7 @@ from zapomni.services.stack.falkordb import (
     stop_process,
 )
 from zapomni.services.stack.lock import lock_data_dir
-from zapomni.shared.settings import Settings
+from zapomni.shared.settings import Settings, without_password
 
 SECRET_FILE = "query-secret"  # in the data directory: the query service's credential
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up
@@ -127,7 +127,7 @@ def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
         "Zapomni is up.",
         f"  MCP (streamable HTTP)  {mcp_url}",
         f"  query service          {settings.query_url}",
-        f"  FalkorDB + queue       {settings.falkordb_url}",
+        f"  FalkorDB + queue       {without_password(settings.falkordb_url)}",
         f"  workers                {workers} (embedder: {embedder})",
         f"  metrics                {mcp_url[:-4]}/metrics, {settings.query_url}/metrics, "
         f"workers on 127.0.0.1:{metrics_port}-{metrics_port + workers - 1}",
