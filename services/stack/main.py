@@ -29,6 +29,7 @@ from zapomni.services.stack.falkordb import (
     stop_process,
 )
 from zapomni.services.stack.lock import lock_data_dir
+from zapomni.shared import checksums
 from zapomni.shared.settings import Settings, without_password
 
 SECRET_FILE = "query-secret"  # in the data directory: the query service's credential
@@ -221,6 +222,16 @@ def up(args: argparse.Namespace) -> int:
     return code
 
 
+def setup(settings: Settings) -> None:
+    """Build the FalkorDB server (once) and check every model file against its pin."""
+    ensure_binaries(settings.cache_dir, say=say)
+    try:
+        count = checksums.check_models(settings.spacy_model)
+    except checksums.ModelMismatch as exc:
+        raise SystemExit(f"zapomni: {exc}") from None
+    say(f"zapomni: the model files match their pinned sha256 ({count} files)")
+
+
 def add_ingest_parser(sub: argparse._SubParsersAction) -> None:
     ingest = sub.add_parser("ingest", help="add files and folders through the MCP front")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
@@ -262,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     if hasattr(args, "run"):
         sys.exit(args.run(args))
     if args.command == "setup":
-        ensure_binaries(Settings.from_env().cache_dir, say=say)
+        setup(Settings.from_env())
         return
     if args.workers < 1:
         parser.error("--workers must be at least 1")
