@@ -25,6 +25,8 @@ async def test_scoped_tokens_reach_only_their_namespaces(settings, query_service
                           settings.queue_name) as matrix:
             seeds = await seed(matrix, settings)
             verdict = await run_matrix(matrix, seeds, str(root))
+            listed = {name: sorted(str(r.uri) for r in await client.list_resources())
+                      for name, client in [("admin", matrix.admin), *matrix.clients.items()]}
     summary = verdict.summary()
     print("isolation:", summary)
     assert summary["calls"] >= 3 * 5 * 23 and summary["out_of_scope_calls"] >= 150, summary
@@ -34,3 +36,6 @@ async def test_scoped_tokens_reach_only_their_namespaces(settings, query_service
     assert verdict.in_scope_refused == []
     assert verdict.in_scope_writes_failed == []
     assert verdict.in_scope_differs == []
+    # the default namespace's listed resources, only to a token that covers it
+    default = ["memory://default/recent", "memory://default/stats"]
+    assert listed == {"admin": default, "team-a": [], "reader": [], "shared": []}
