@@ -98,6 +98,14 @@ def metadata() -> st.SearchStrategy[Any]:
         WRONG_TYPES)
 
 
+def _encodable(value: Any) -> bool:
+    """A string a cursor can hold (UTF-8: no lone surrogates)."""
+    try:
+        return isinstance(value, str) and bool(value.encode())
+    except UnicodeEncodeError:
+        return False
+
+
 def ids(prefix: str) -> st.SearchStrategy[Any]:
     hexes = st.text("0123456789abcdef", min_size=32, max_size=32).map(lambda h: prefix + h)
     return st.one_of(hexes, strings(), WRONG_TYPES)
@@ -132,7 +140,7 @@ MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
 CURSOR = (st.builds(write_cursor, st.sampled_from(["newest", "oldest"]),
-                    st.integers(0, 2**53 - 1), ids("mem_").filter(lambda v: isinstance(v, str))),
+                    st.integers(0, 2**53 - 1), ids("mem_").filter(_encodable)),
           st.one_of(strings(), st.just("x" * 201), WRONG_TYPES))
 THREAD = (st.one_of(st.sampled_from(["chat", "a thread", "t" * 512]), GOOD_TEXT),
           st.one_of(strings(40), st.just("t" * 513), WRONG_TYPES))
