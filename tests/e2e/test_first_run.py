@@ -64,7 +64,8 @@ def test_a_second_first_run_waits_for_the_build_and_uses_it(tmp_path):
         os.close(fd)
     assert second.wait(120) == 0
     assert out.read_text().splitlines() == [
-        "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish"]
+        "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish",
+        "zapomni: the model files match their pinned sha256 (30 files)"]
 
 
 def test_the_falkordb_download_must_match_its_pinned_sha256(tmp_path):
