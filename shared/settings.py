@@ -11,11 +11,13 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from msgspec import Meta
 
 from zapomni.shared.policy import parse_policy
+from zapomni.shared.scopes import parse_tokens
 
 ENV_PREFIX = "ZAPOMNI_"
 
@@ -39,12 +41,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_host: str = "127.0.0.1"
     mcp_port: int = 8765
     mcp_token: str = ""  # a shared bearer token; this or a JWT issuer beyond loopback
+    # bearer tokens that each cover some namespaces and may or may not write, as JSON
+    # (shared/scopes.py): {"<token>": {"namespaces": ["team-a-*"], "write": true}}
+    mcp_tokens: str = ""
     # production: bearer JWTs signed by your identity provider, checked against its JWKS
     # (or one PEM public key), its issuer and this server's audience
     mcp_jwt_jwks_uri: str = ""
     mcp_jwt_public_key: str = ""
     mcp_jwt_issuer: str = ""
     mcp_jwt_audience: str = ""
+    # the front's credential at the query service (a bearer secret on every call); the
+    # query service refuses calls without it, and any bind beyond loopback without one
+    query_secret: str = ""
     query_host: str = "127.0.0.1"
     query_port: int = 8766
     request_timeout: float = 10.0  # seconds the front waits on Redis / the query service
@@ -164,6 +172,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         parse_policy(self.write_policy)  # a bad policy stops the process at start
+        parse_tokens(self.mcp_tokens)  # and so do bad tokens
 
     def graph_on(self, namespace: str) -> bool:
         off = {n.strip() for n in self.graph_off_namespaces.split(",")}
@@ -191,18 +200,34 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return bool(self.mcp_jwt_jwks_uri or self.mcp_jwt_public_key)
 
     def check_mcp_bind(self) -> None:
-        """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN or JWTs."""
-        host = self.mcp_host
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback and not (self.mcp_token or self.mcp_jwt):
+        """Loopback needs no token; any other bind address needs ZAPOMNI_MCP_TOKEN(S) or JWTs.
+        JWTs are checked against an issuer and an audience, so both must be set."""
+        if self.mcp_jwt and not (self.mcp_jwt_issuer and self.mcp_jwt_audience):
+            missing = " and ".join(f"ZAPOMNI_MCP_JWT_{name.upper()}" for name, value in (
+                ("issuer", self.mcp_jwt_issuer), ("audience", self.mcp_jwt_audience))
+                if not value)
             raise SystemExit(
-                f"zapomni: refusing to serve MCP on {host} without a token. Set "
+                f"zapomni: refusing to accept JWTs without {missing}: every token is checked "
+                "against your identity provider's issuer and this server's audience, or a "
+                "token minted for another service would be accepted. Set them, or unset "
+                "ZAPOMNI_MCP_JWT_JWKS_URI and ZAPOMNI_MCP_JWT_PUBLIC_KEY.")
+        if not is_loopback(self.mcp_host) and not (self.mcp_token or self.mcp_tokens
+                                                   or self.mcp_jwt):
+            raise SystemExit(
+                f"zapomni: refusing to serve MCP on {self.mcp_host} without a token. Set "
                 "ZAPOMNI_MCP_TOKEN to a long random string (clients send it as a bearer "
-                "token), or ZAPOMNI_MCP_JWT_JWKS_URI (with _ISSUER and _AUDIENCE) to accept "
-                "your identity provider's JWTs, or bind to 127.0.0.1.")
+                "token), or ZAPOMNI_MCP_TOKENS (tokens scoped to namespaces), or "
+                "ZAPOMNI_MCP_JWT_JWKS_URI (with _ISSUER and _AUDIENCE) to accept your "
+                "identity provider's JWTs, or bind to 127.0.0.1.")
+
+    def check_query_bind(self) -> None:
+        """The query service beyond loopback needs ZAPOMNI_QUERY_SECRET."""
+        if not is_loopback(self.query_host) and not self.query_secret:
+            raise SystemExit(
+                f"zapomni: refusing to serve the query service on {self.query_host} without "
+                "ZAPOMNI_QUERY_SECRET: anyone who reaches it could read every namespace. Set "
+                "it to a long random string (openssl rand -hex 32) here and on the front, or "
+                "bind to 127.0.0.1.")
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""
@@ -210,6 +235,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ENV_PREFIX + name.upper(): str(getattr(self, name))
             for name in self.__struct_fields__
         }
+
+
+def without_password(url: str) -> str:
+    """``url`` fit to print: a password in it (redis://:PASSWORD@host) shown as ***."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _env_name(exc: msgspec.ValidationError) -> str:

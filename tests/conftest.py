@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -21,11 +22,15 @@ def falkordb_url() -> Iterator[str]:
         yield url
 
 
+QUERY_SECRET = secrets.token_hex(16)
+
+
 def make_settings(falkordb_url: str, **overrides) -> Settings:
     base = dict(
         redis_url=f"{falkordb_url}/0", falkordb_url=falkordb_url,
         query_url=f"http://127.0.0.1:{free_port()}", poll_delay=0.02, job_timeout=30,
         max_tries=3, request_timeout=5.0, onnx_threads=2,
+        query_secret=QUERY_SECRET,  # the front's credential on every call, as in compose
     )
     base.update(overrides)
     return Settings.from_env(environ={}, **base)

@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from zapomni.shared import namegate
+from zapomni.shared import checksums, namegate
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.entities import clean_name, entity_key, entity_type
 from zapomni.shared.nertext import at_head, is_name, kept, ner_text, science_code, shown_type
@@ -59,6 +59,7 @@ class EntityModel:
 
     def __init__(self, name: str, nice: int = 0, gate: bool = False) -> None:
         check_model(name)
+        checksums.check_spacy_model(name)  # the default model's files against their pins
         import spacy  # heavy: only workers that extract entities pay for it
 
         self.name = name

@@ -17,7 +17,7 @@ from arq.cron import cron
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
-from zapomni.shared import capacity, heartbeat
+from zapomni.shared import capacity, checksums, heartbeat
 from zapomni.shared.logs import configure_logging
 from zapomni.shared.queue import (
     BUILD_GRAPH,
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if asyncio.run(alive_here(settings)) else 1)
     try:
         check_model(settings.spacy_model)
-    except ModelMissing as exc:
+        checksums.check_models(settings.spacy_model)
+    except (ModelMissing, checksums.ModelMismatch) as exc:
         raise SystemExit(f"zapomni-worker: {exc}") from None
     configure_logging("worker", settings.log_level)
     serve_metrics(settings)

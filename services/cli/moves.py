@@ -18,7 +18,7 @@ from zapomni.services.cli.export import export_namespace, open_output
 from zapomni.services.cli.restore import import_file
 from zapomni.shared.errors import ZapomniError
 from zapomni.shared.messages import NAMESPACE_PATTERN
-from zapomni.shared.settings import Settings
+from zapomni.shared.settings import Settings, without_password
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     reembed.add_argument("--mcp-url", default="",
                          help="the front (default: http://ZAPOMNI_MCP_HOST:ZAPOMNI_MCP_PORT/mcp)")
     reembed.add_argument("--no-wait", action="store_true", help="start the task and return")
+    reembed.add_argument("--token", default="",
+                         help="bearer token for the front (default: ZAPOMNI_MCP_TOKEN); a "
+                              "scoped one must cover the namespace and write")
     reembed.set_defaults(run=run_reembed)
 
 
@@ -54,10 +57,16 @@ def guarded(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     except ZapomniError as exc:
         print(f"zapomni: {exc}", file=sys.stderr, flush=True)
         return 1
+    except redis.exceptions.AuthenticationError:
+        print("zapomni: the stack's Redis/FalkorDB refused the password; put the right one in "
+              "ZAPOMNI_REDIS_URL and ZAPOMNI_FALKORDB_URL (redis://:PASSWORD@host:port)",
+              file=sys.stderr, flush=True)
+        return 1
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         settings = Settings.from_env()
-        print(f"zapomni: cannot reach the stack's Redis/FalkorDB ({settings.redis_url}, "
-              f"{settings.falkordb_url}); start it with `zapomni up`, or set "
+        print(f"zapomni: cannot reach the stack's Redis/FalkorDB "
+              f"({without_password(settings.redis_url)}, "
+              f"{without_password(settings.falkordb_url)}); start it with `zapomni up`, or set "
               "ZAPOMNI_REDIS_URL and ZAPOMNI_FALKORDB_URL to where it runs",
               file=sys.stderr, flush=True)
         return 1
@@ -113,7 +122,8 @@ def run_reembed(args: argparse.Namespace) -> int:
     async def work() -> int:
         check_namespace(args.namespace)
         record = await reembed_namespace(Settings.from_env(), args.namespace,
-                                         mcp_url=args.mcp_url, wait=not args.no_wait)
+                                         mcp_url=args.mcp_url, wait=not args.no_wait,
+                                         token=args.token)
         print(f"zapomni: reembed task {record['task_id']}: {record['state']}"
               f"{' - ' + record['message'] if record.get('message') else ''}",
               file=sys.stderr, flush=True)

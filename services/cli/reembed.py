@@ -30,12 +30,15 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str = "",
-                            wait: bool = True, show: bool = True,
+                            wait: bool = True, show: bool = True, token: str = "",
                             server: Any = None) -> dict[str, Any]:
     """Start the task; with ``wait``, follow it to its end. The task's last status.
-    ``server``: a FastMCP server to call in-process instead of the front's URL (tests)."""
+    ``token``: the front's bearer token (default ZAPOMNI_MCP_TOKEN); a scoped one is
+    checked as any caller's. ``server``: a FastMCP server to call in-process instead of the
+    front's URL (tests)."""
     url = front_url(settings, mcp_url)
-    client = Client(server or url, auth=None if server else settings.mcp_token or None)
+    client = Client(server or url,
+                    auth=None if server else token or settings.mcp_token or None)
     try:
         async with client:
             receipt = await call(client, "reembed", namespace=namespace)

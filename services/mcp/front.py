@@ -51,7 +51,8 @@ class Front:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.redis = connect_queue(settings)
-        self.query = QueryClient(settings.query_url, settings.request_timeout)
+        self.query = QueryClient(settings.query_url, settings.request_timeout,
+                                 settings.query_secret)
         self.task_ttl = settings.task_ttl_days * 86400
 
     async def aclose(self) -> None:
@@ -172,9 +173,15 @@ async def add_memories(front: Front, memories: list[AddMemory],
 async def task_status(front: Front, task_id: str) -> TaskRecord:
     record = await redis_call(front, tasks.get_task(front.redis, task_id))
     if record is None:
-        raise NotFound(f"task_id: {task_id} not found (task records are kept "
-                       f"{front.settings.task_ttl_days} days)")
+        raise unknown_task(front, task_id)
     return record
+
+
+def unknown_task(front: Front, task_id: str) -> NotFound:
+    """The answer for a task id with no record, and for one outside the caller's scope
+    (services/mcp/scope.py): the same words."""
+    return NotFound(f"task_id: {task_id} not found (task records are kept "
+                    f"{front.settings.task_ttl_days} days)")
 
 
 async def get_memory(front: Front, ref: MemoryRef) -> MemoryRecord:

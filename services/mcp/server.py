@@ -17,7 +17,6 @@ import msgspec
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import TokenVerifier
-from fastmcp.server.auth.providers.jwt import JWTVerifier, StaticTokenVerifier
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +34,7 @@ from zapomni.services.mcp.conventions import (
 from zapomni.services.mcp.front import Front
 from zapomni.services.mcp.prompts import add_prompts
 from zapomni.services.mcp.resources import add_resources
+from zapomni.services.mcp.scope import ScopeCheck, check_auth
 from zapomni.services.mcp.task_status import shape_task
 from zapomni.services.mcp.tools_context import add_context_tools
 from zapomni.services.mcp.tools_files import add_files_tools
@@ -112,21 +112,6 @@ def plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def check_auth(settings: Settings) -> TokenVerifier | None:
-    """JWTs from an identity provider (production), else the one shared token, else none
-    (loopback only: ``check_mcp_bind`` refuses any other address without one of the two)."""
-    settings.check_mcp_bind()
-    if settings.mcp_jwt:
-        return JWTVerifier(public_key=settings.mcp_jwt_public_key or None,
-                           jwks_uri=settings.mcp_jwt_jwks_uri or None,
-                           issuer=settings.mcp_jwt_issuer or None,
-                           audience=settings.mcp_jwt_audience or None)
-    if settings.mcp_token:
-        return StaticTokenVerifier(tokens={settings.mcp_token: {"client_id": "zapomni",
-                                                                "scopes": []}})
-    return None
-
-
 def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     live: dict[str, Front] = {}  # the Front lives as long as the server's lifespan
 
@@ -139,10 +124,11 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
             await live.pop("front").aclose()
 
     verifier = check_auth(settings) if auth else None
-    # strict: "10" is no integer and "yes" no boolean; ArgumentErrors words the refusal
+    # strict: "10" is no integer and "yes" no boolean; ArgumentErrors words the refusal.
+    # ScopeCheck refuses what the caller's token does not cover, before anything runs
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan, auth=verifier,
                   mask_error_details=True, strict_input_validation=True,
-                  middleware=[ArgumentErrors()])
+                  middleware=[ScopeCheck(live, auth=verifier is not None), ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
     from zapomni.services.mcp.tools_update import add_update_tools  # it imports this module

@@ -12,12 +12,18 @@
     GET  /readyz      FalkorDB and Redis answer
     GET  /metrics     Prometheus, including the queue and task gauges of the whole system
 Errors: {"kind", "message"} with a status that says whether to retry (429, 503).
+
+With ZAPOMNI_QUERY_SECRET set, every /v1 call must carry it (``Authorization: Bearer
+<secret>``, as the front's calls do) or is refused (401) before its body is read; the health
+and metrics routes stay open (they say nothing of what is stored). Without it the service
+binds only to loopback (``Settings.check_query_bind``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -57,6 +63,8 @@ from zapomni.shared.validation import describe
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
+UNAUTHORIZED = ("this call lacks the front's credential (ZAPOMNI_QUERY_SECRET); only the MCP "
+                "front may call the query service")
 STATUS = {"invalid_input": 400, "not_found": 404, "overloaded": 429, "unavailable": 503,
           "embedding_unavailable": 503, "embedding_rejected": 409}
 
@@ -81,6 +89,14 @@ class QueryState:
         self.embedder: Embedder = make_embedder(settings)
         self.access = AccessLog(self.redis, settings)  # which memories search returned
         self.tokens = TokenCounter()  # build_context's budget
+        self.credential = f"Bearer {settings.query_secret}".encode()
+
+    def authorized(self, request: Request) -> bool:
+        """The call carries the front's credential, or none is asked for."""
+        if not self.settings.query_secret:
+            return True
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, self.credential)
 
     async def aclose(self) -> None:
         await self.access.aclose()
@@ -92,6 +108,8 @@ class QueryState:
 def endpoint(kind: type, handler: Callable[[QueryState, Any], Awaitable[Any]]):
     async def route(request: Request) -> Response:
         state: QueryState = request.app.state.query
+        if not state.authorized(request):
+            return error_response("unauthorized", UNAUTHORIZED, 401)
         try:
             body = msgspec.json.decode(await request.body(), type=kind)
         except msgspec.ValidationError as exc:

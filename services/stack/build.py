@@ -82,15 +82,20 @@ def run_with_progress(command: list[str], log: Path, what: str, say: Callable[[s
             process.wait()
 
 
-def build_into(home: Path, package: str, say: Callable[[str], None]) -> None:
+def build_into(home: Path, package: str, hashes: tuple[str, ...],
+               say: Callable[[str], None]) -> None:
     """pip-install ``package`` (an sdist to compile) into ``home``, replacing it whole only
-    when the build succeeded. The caller holds the build lock."""
+    when the build succeeded: only a download whose sha256 is one of ``hashes``
+    (--require-hashes). The caller holds the build lock."""
     log = home.parent / f"{home.name}.build.log"
     command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input",
                "--disable-pip-version-check", "--progress-bar", "off", "--ignore-requires-python",
-               "--target"]
+               "--require-hashes", "--target"]
     with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
-        code = run_with_progress([*command, tmp, package], log,
+        pinned = Path(tmp) / "requirement.txt"
+        pinned.write_text(package + "".join(f" --hash=sha256:{h}" for h in hashes) + "\n")
+        target = Path(tmp) / "target"
+        code = run_with_progress([*command, str(target), "-r", str(pinned)], log,
                                  f"building the FalkorDB server ({package})", say)
         if code != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
@@ -98,6 +103,5 @@ def build_into(home: Path, package: str, say: Callable[[str], None]) -> None:
                              f"exited with code {code}); the last lines are above, the whole "
                              f"log is {log}")
         shutil.rmtree(home, ignore_errors=True)
-        os.replace(tmp, home)
-        os.makedirs(tmp)  # TemporaryDirectory cleans up the name it made
+        os.replace(target, home)
     log.unlink(missing_ok=True)

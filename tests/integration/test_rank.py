@@ -257,7 +257,8 @@ async def test_rank_memory_puts_an_important_memory_above_an_otherwise_equal_one
     assert no_importance[0].rank_parts["importance"].value == 0.5  # none given: 0.5
 
 
-async def test_relevance_is_the_default_and_rank_is_checked(quiet, front, query_service):
+async def test_relevance_is_the_default_and_rank_is_checked(quiet, front, query_service,
+                                                            settings):
     await add_notes(quiet, NOTES)
     default = await search(front, "spare key and tea")
     assert default.rank == "relevance"
@@ -266,7 +267,8 @@ async def test_relevance_is_the_default_and_rank_is_checked(quiet, front, query_
         decode_search("spare key", 10, None, None, None, None, "popular")
     body = msgspec.json.encode(SearchRequest(query="spare key")).replace(
         b'"rank":"relevance"', b'"rank":"recent"')
-    async with httpx2.AsyncClient(base_url=query_service) as http:
+    async with httpx2.AsyncClient(base_url=query_service, headers={
+            "authorization": f"Bearer {settings.query_secret}"}) as http:
         response = await http.post("/v1/search", content=body)
     assert response.status_code == 400
     assert response.json() == {"kind": "invalid_input",

@@ -8,7 +8,9 @@ know. ``Target.call`` sends one and sorts the answer: accepted, a clean validati
 the MCP layer (JSON that is not valid UTF-8 never reaches a tool), an internal error (masked
 by the server: must never happen), a message that leaks internals (stack trace, paths, Cypher,
 library names: must never happen), a refusal in another style (pydantic's text, a regex:
-must never happen), and writes made by a call that was refused (must never happen). Used by
+must never happen), and writes made by a call that was refused (must never happen). With a
+token scoped to some namespaces (``SCOPED``), also any call accepted outside its scope or a
+write accepted from a read-only token (must never happen). Used by
 tests/integration/test_fuzz.py and by ``./dev bench fuzz`` for long runs.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import msgspec
 import redis
 from fastmcp import Client
 from hypothesis import strategies as st
@@ -32,6 +36,8 @@ from hypothesis import strategies as st
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.listing import write_cursor
+from zapomni.shared.messages import DEFAULT_NAMESPACE
+from zapomni.shared.scopes import Scope, make_scope, refusal
 from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +98,14 @@ def metadata() -> st.SearchStrategy[Any]:
         WRONG_TYPES)
 
 
+def _encodable(value: Any) -> bool:
+    """A string a cursor can hold (UTF-8: no lone surrogates)."""
+    try:
+        return isinstance(value, str) and bool(value.encode())
+    except UnicodeEncodeError:
+        return False
+
+
 def ids(prefix: str) -> st.SearchStrategy[Any]:
     hexes = st.text("0123456789abcdef", min_size=32, max_size=32).map(lambda h: prefix + h)
     return st.one_of(hexes, strings(), WRONG_TYPES)
@@ -126,7 +140,7 @@ MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
 CURSOR = (st.builds(write_cursor, st.sampled_from(["newest", "oldest"]),
-                    st.integers(0, 2**53 - 1), ids("mem_").filter(lambda v: isinstance(v, str))),
+                    st.integers(0, 2**53 - 1), ids("mem_").filter(_encodable)),
           st.one_of(strings(), st.just("x" * 201), WRONG_TYPES))
 THREAD = (st.one_of(st.sampled_from(["chat", "a thread", "t" * 512]), GOOD_TEXT),
           st.one_of(strings(40), st.just("t" * 513), WRONG_TYPES))
@@ -184,6 +198,12 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                       "memories": (st.integers(0, 50), LIMIT[1]),
                       "filters": (GOOD_FILTERS, BAD_FILTERS)},
 }
+# the tools that write (not readOnlyHint): a read-only token is refused on every one
+WRITES = {"add_memory", "add_memories", "delete_memory", "build_graph", "cancel_task",
+          "update_memory", "ingest_path", "reembed"}
+# tokens scoped to some of GOOD_NAMESPACE's namespaces: (namespaces, write)
+SCOPED = {"reader": (["default", "fuzz"], False), "writer": (["default", "a-*"], True)}
+SCOPED_TOKENS = {name: secrets.token_hex(24) for name in SCOPED}
 REQUIRED = {"add_memory": {"text"}, "add_memories": {"items"}, "graph_status": {"task_id"},
             "search_memory": {"query"}, "get_memory": {"memory_id"},
             "delete_memory": {"memory_id"}, "cancel_task": {"task_id"},
@@ -237,11 +257,13 @@ class Target:
     """The front over HTTP and a client on its own event loop, for synchronous callers
     (hypothesis runs plain functions)."""
 
-    def __init__(self, settings: Settings, url: str) -> None:
+    def __init__(self, settings: Settings, url: str, token: str | None = None,
+                 scope: Scope | None = None) -> None:
         self.settings = settings
         self.loop = asyncio.new_event_loop()
-        self.client = Client(url)
-        self.raw = RawSession(url)
+        self.client = Client(url, auth=token)
+        self.raw = RawSession(url, token)
+        self.scope = scope  # what the token covers (None: the server checks no token)
         self.redis = redis.Redis.from_url(settings.redis_url)
         self.tally = Tally()
         self.last = ""  # the text of the last answer
@@ -291,7 +313,22 @@ class Target:
             self.tally.bad.append(f"leak: {tool} -> {text[:300]}")
         if outcome != "accepted" and self.writes() != before:
             self.tally.bad.append(f"refused but wrote: {tool}({_short(arguments)})")
+        if self.scope is not None:
+            self.check_scope(tool, arguments, outcome, text)
         return outcome
+
+    def check_scope(self, tool: str, arguments: dict[str, Any], outcome: str,
+                    text: str) -> None:
+        """Nothing accepted outside the token's scope; a scope refusal in its one wording."""
+        namespace = arguments.get("namespace", DEFAULT_NAMESPACE) or DEFAULT_NAMESPACE
+        where = f"{tool}({_short(arguments)})"
+        if outcome == "accepted" and tool in WRITES and not self.scope.write:
+            self.tally.bad.append(f"out of scope: a read-only token wrote: {where}")
+        if outcome == "accepted" and "namespace" in TOOLS[tool] and not (
+                isinstance(namespace, str) and self.scope.covers(namespace)):
+            self.tally.bad.append(f"out of scope: accepted: {where}")
+        if "not covered by this token" in text and text != refusal(str(namespace)):
+            self.tally.bad.append(f"style: scope refusal worded otherwise: {text[:200]}")
 
 
 def styled(text: str, tool: str, arguments: dict[str, Any]) -> bool:
@@ -316,11 +353,12 @@ def _client_can_send(arguments: dict[str, Any]) -> bool:
 class RawSession:
     """MCP over streamable HTTP by hand, for JSON that fastmcp's client refuses to write."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
         self.http = httpx2.AsyncClient(timeout=60, headers={
             "accept": "application/json, text/event-stream",
-            "content-type": "application/json"})
+            "content-type": "application/json",
+            **({"authorization": f"Bearer {token}"} if token else {})})
         self.ids = 0
 
     async def post(self, message: dict[str, Any]) -> httpx2.Response:
@@ -382,11 +420,23 @@ def _short(arguments: dict[str, Any]) -> str:
     return repr(arguments)[:300]
 
 
+def scoped_settings(settings: Settings) -> Settings:
+    """``settings`` with the SCOPED tokens (ZAPOMNI_MCP_TOKENS)."""
+    tokens = {SCOPED_TOKENS[name]: {"namespaces": entries, "write": write}
+              for name, (entries, write) in SCOPED.items()}
+    return msgspec.structs.replace(settings, mcp_tokens=json.dumps(tokens))
+
+
 @contextmanager
-def front_over_http(settings: Settings) -> Iterator[Target]:
-    """The front (streamable HTTP) on a free port, and a Target speaking to it."""
+def front_over_http(settings: Settings, token: str | None = None) -> Iterator[Target]:
+    """The front (streamable HTTP) on a free port, and a Target speaking to it (with
+    ``token``, one of SCOPED's: the settings must carry them, ``scoped_settings``)."""
+    scope = None
+    if token is not None:
+        name = next(n for n, t in SCOPED_TOKENS.items() if t == token)
+        scope = make_scope(*SCOPED[name])
     with ThreadedServer(http_app(settings)) as server:
-        target = Target(settings, f"{server.url}/mcp")
+        target = Target(settings, f"{server.url}/mcp", token, scope)
         target.open()
         try:
             yield target

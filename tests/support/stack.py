@@ -63,7 +63,8 @@ class Stack:
     def stdio_front(self) -> StdioTransport:
         """The stdio front against this stack, configured as the printed snippet says."""
         env = {"ZAPOMNI_REDIS_URL": f"redis://127.0.0.1:{self.ports['--falkordb-port']}/0",
-               "ZAPOMNI_QUERY_URL": f"http://127.0.0.1:{self.ports['--query-port']}"}
+               "ZAPOMNI_QUERY_URL": f"http://127.0.0.1:{self.ports['--query-port']}",
+               "ZAPOMNI_QUERY_SECRET": (self.data_dir / "query-secret").read_text().strip()}
         return StdioTransport(command=str(Path(sys.executable).parent / "zapomni-mcp"),
                               args=["--stdio"], env=env)
 

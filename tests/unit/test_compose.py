@@ -49,3 +49,32 @@ def test_falkordb_volume_holds_its_data_directory():
     # the image's entrypoint runs redis-server with --dir "$FALKORDB_DATA_PATH", which is
     # /var/lib/falkordb/data; a volume on /data would hold nothing of it
     assert SERVICES["falkordb"]["volumes"] == ["falkordb-data:/var/lib/falkordb/data"]
+
+
+def test_only_the_front_and_the_dashboards_publish_a_port_and_only_on_loopback():
+    published = {name: service["ports"] for name, service in SERVICES.items()
+                 if "ports" in service}
+    assert set(published) == {"mcp", "prometheus", "grafana"}
+    for ports in published.values():
+        assert all(str(p).startswith("127.0.0.1:") for p in ports), ports
+
+
+def test_redis_and_falkordb_ask_for_passwords_that_every_url_carries():
+    redis_command = SERVICES["redis"]["command"]
+    assert redis_command[redis_command.index("--requirepass") + 1].startswith(
+        "${REDIS_PASSWORD:?")
+    assert "--requirepass ${FALKORDB_PASSWORD:?" in \
+        SERVICES["falkordb"]["environment"]["REDIS_ARGS"]
+    for name in ("redis", "falkordb"):  # their healthchecks' redis-cli logs in
+        assert SERVICES[name]["environment"]["REDISCLI_AUTH"].startswith("${")
+    for name in OURS:
+        env = SERVICES[name]["environment"]
+        assert env["ZAPOMNI_REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?"), name
+        assert env["ZAPOMNI_FALKORDB_URL"].startswith("redis://:${FALKORDB_PASSWORD:?"), name
+
+
+def test_the_query_service_and_the_front_share_a_required_credential():
+    for name in ("query", "mcp"):
+        assert SERVICES[name]["environment"]["ZAPOMNI_QUERY_SECRET"].startswith(
+            "${ZAPOMNI_QUERY_SECRET:?"), name
+    assert "ZAPOMNI_QUERY_SECRET" not in SERVICES["worker"]["environment"]

@@ -4,6 +4,7 @@ module imports the folders by their bare names (they install as zapomni.shared, 
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -43,3 +44,40 @@ def test_nothing_imports_the_folders_by_their_bare_names():
     sources = [p for top in (*FOLDERS, "tests") for p in (ROOT / top).rglob("*.py")]
     assert len(sources) > 100
     assert [hit for path in sources for hit in _bare_imports(path)] == []
+
+
+def _locked(name: str) -> dict[str, tuple[str, int]]:
+    """A lock file's requirements: name -> (version, how many sha256 it lists)."""
+    text = (ROOT / name).read_text()
+    blocks = re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[2])
+    found = {}
+    for block in blocks:
+        head = re.match(r"([a-z0-9][a-z0-9._-]*)==([^ ;\\\n]+)", block)
+        assert head, f"{name}: not a pinned requirement: {block[:80]!r}"
+        found[head[1]] = (head[2], block.count("--hash=sha256:"))
+    return found
+
+
+def _pins(requirements: list[str]) -> dict[str, str]:
+    pairs = (r.split("==") for r in requirements if "==" in r)
+    return {n.lower().replace("_", "-"): v for n, v in pairs}
+
+
+def test_the_lock_files_pin_every_dependency_by_hash_at_pyprojects_versions():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime, test = _locked("requirements.lock"), _locked("requirements-test.lock")
+    for lock in (runtime, test):
+        assert all(hashes >= 1 for _, hashes in lock.values()), lock
+    for name, version in _pins(project["dependencies"]).items():
+        assert runtime.get(name, ("",))[0] == version, (name, version)
+    for name, version in _pins(project["optional-dependencies"]["test"]).items():
+        assert test.get(name, ("",))[0] == version, (name, version)
+    # the project alone is held to the versions the suite runs with
+    assert {n: v for n, (v, _) in runtime.items()} == \
+        {n: test[n][0] for n in runtime}, "requirements.lock and requirements-test.lock differ"
+    assert "setuptools" in runtime and "pip" in test  # the build backend; ./dev's own pip
+    tools = _locked(".ci/package-tools.lock")
+    wanted = [line for line in (ROOT / ".ci" / "package-tools.txt").read_text().splitlines()
+              if line and not line.startswith("#")]
+    for name, version in _pins(wanted).items():
+        assert tools[name][0] == version and tools[name][1] >= 1, name
