@@ -353,6 +353,8 @@ def _move_args(task_id: str, to: str, ttl: int, allowed: tuple[str, ...], owning
 
 async def owners(redis: Redis, namespace: str, memory_ids: list[str]) -> list[str | None]:
     """The task that owns each of these memories (one round trip)."""
+    if not memory_ids:
+        return []
     values = await redis.mget([memory_key(namespace, m) for m in memory_ids])
     return [v.decode() if v else None for v in values]
 

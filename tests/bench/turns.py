@@ -1,7 +1,7 @@
 """Many small memories: conversation turns one add each, through the queue into workers.
 
-    ./dev bench turns [--turns 25000] [--workers 2] [--producers 8] [--graph-auto]
-                      [--raw-sample 4000] [--queries 100]
+    ./dev bench turns [--turns 25000] [--per-conversation 500] [--workers 2]
+                      [--producers 8] [--graph-auto] [--raw-sample 2000] [--queries 100]
 
 Turns of LongMemEval-S dev haystacks (../shared/data), a turn over 900 characters cut at
 its line breaks into pieces of ~400 (each piece a turn), the distinct ones of 150-900
@@ -14,9 +14,11 @@ waits a second and is sent again, and every refusal is counted with the queue's 
 that moment against ZAPOMNI_MAX_QUEUE_BYTES. The clock runs from the first add to the last
 task done. The ceiling is the raw embedder in this process, in the same run: the product's
 chunks of a sample of the turns through the same model, both cores, no cache (as ./dev
-bench ingest). Then search p50/p95 on a conversation of 500 turns (its question and
-sampled turns as queries, through the query service's HTTP API, each asked once before it
-is timed).
+bench ingest), before the run and after it (the mean: the host's load moves). The CPU of
+every process (workers, FalkorDB/Redis, the front's code in this process) per turn is
+compared with the model's own per chunk on one thread: a ratio the host's load does not
+move. Then search p50/p95 on a conversation of 500 turns (its question and sampled turns
+as queries, through the query service's HTTP API, each asked once before it is timed).
 
 Prints the figures and writes tests/bench/results/turns.json. Not part of the test suite.
 """
@@ -27,6 +29,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -101,20 +104,29 @@ def conversations(turns: int, per: int) -> list[tuple[str, list[Turn], list[str]
     return out
 
 
-def raw_embedder(texts: list[str]) -> dict:
-    """The ceiling: the product's chunks of these texts through the model alone."""
+def raw_embedder(texts: list[str], threads: int | None = None) -> dict:
+    """The ceiling: the product's chunks of these texts through the model alone (both cores,
+    as the settings have it; ``threads``: that many instead), wall and CPU time."""
     settings = Settings.from_env(environ={})
     chunker = chunker_for(settings)
     chunks = [c.text for text in texts for c in chunker.split(text)]
-    embedder = OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
+    embedder = OnnxEmbedder(threads=settings.onnx_threads if threads is None else threads,
+                            batch=settings.onnx_batch)
     embedder.embed_sync(chunks[:64])  # warm up
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     embedder.embed_sync(chunks)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     tokens = [len(embedder._tokenizer.encode(c).ids) for c in chunks[:2000]]
     return {"texts": len(texts), "chunks": len(chunks), "seconds": round(elapsed, 2),
             "chunks_per_s": round(len(chunks) / elapsed, 1),
+            "cpu_ms_per_chunk": round(cpu / len(chunks) * 1000, 2),
             "mean_tokens": round(statistics.fmean(tokens), 1)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Producer:
@@ -166,9 +178,14 @@ async def ingest(settings: Settings, convs: list, workers: int, producers: int) 
             peak["bytes"] = max(peak["bytes"], await capacity.queued_bytes(client))
             await asyncio.sleep(0.5)
 
-    with worker_processes(settings, workers, ZAPOMNI_ONNX_THREADS=str(max(1, 2 // workers))):
+    server = int((await client.info("server"))["process_id"])
+    with worker_processes(settings, workers,
+                          ZAPOMNI_ONNX_THREADS=str(max(1, 2 // workers))) as procs:
         await wait_ready(client, workers)
         watcher = asyncio.create_task(watch())
+        pids = {"workers": [p.pid for p in procs], "falkordb_and_redis": [server]}
+        cpu_before = {k: sum(map(cpu_seconds, v)) for k, v in pids.items()}
+        cpu_before["front_and_bench"] = time.process_time()
         started = time.perf_counter()
         pending = list(convs)
         gate = asyncio.Semaphore(producers)
@@ -184,6 +201,8 @@ async def ingest(settings: Settings, convs: list, workers: int, producers: int) 
         await wait_tasks(client, [r.task_id for r in producer.receipts], timeout=7200,
                          until=("done", "failed"))
         elapsed = time.perf_counter() - started
+        cpu = {k: sum(map(cpu_seconds, v)) - cpu_before[k] for k, v in pids.items()}
+        cpu["front_and_bench"] = time.process_time() - cpu_before["front_and_bench"]
         watcher.cancel()
     failed = 0
     for receipt in producer.receipts:
@@ -206,6 +225,8 @@ async def ingest(settings: Settings, convs: list, workers: int, producers: int) 
         "first_refusal": producer.refusals[0] if producer.refusals else None,
         "peak_jobs": peak["jobs"], "peak_bytes": peak["bytes"],
         "byte_cap": settings.max_queue_bytes,
+        "cpu_ms_per_turn": {k: round(v / len(producer.receipts) * 1000, 2)
+                            for k, v in cpu.items()},
     }
 
 
@@ -242,8 +263,8 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--producers", type=int, default=8)
     parser.add_argument("--per-conversation", type=int, default=500)
-    parser.add_argument("--raw-sample", type=int, default=4000,
-                        help="turns the raw embedder embeds for its rate")
+    parser.add_argument("--raw-sample", type=int, default=2000,
+                        help="turns the raw embedder embeds for its rate (before and after)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--graph-auto", action="store_true",
                         help="read entities after every ingest, as the default settings do")
@@ -251,23 +272,33 @@ async def main() -> None:
     convs = conversations(args.turns, args.per_conversation)
     texts = [t for _, chat, _ in convs for t, _ in chat]
     step = max(1, len(texts) // args.raw_sample)
-    raw = raw_embedder(texts[::step][: args.raw_sample])
-    print(f"raw embedder: {raw}", flush=True)
+    sample = texts[::step][: args.raw_sample]
+    raw = [raw_embedder(sample)]
+    print(f"raw embedder: {raw[0]}", flush=True)
     with falkordb_process() as url:
         settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                      graph_auto=args.graph_auto)
         run = await ingest(settings, convs, args.workers, args.producers)
-        run["efficiency"] = round(run["turns_per_s"] / raw["chunks_per_s"], 3)
         print(json.dumps(run, indent=2), flush=True)
         search = await search_latency(settings, convs, args.queries)
+    raw.append(raw_embedder(sample))  # again: the host's load moves during the run
+    single = raw_embedder(sample[: len(sample) // 4], threads=1)
+    rate = statistics.fmean(r["chunks_per_s"] for r in raw)
+    run["efficiency"] = round(run["turns_per_s"] / rate, 3)
+    turn_cpu = sum(run["cpu_ms_per_turn"].values())
+    run["cpu_efficiency"] = round(single["cpu_ms_per_chunk"] / turn_cpu, 3)
+    print(f"raw embedder again: {raw[1]}; one thread: {single}")
     print(f"search: {search}")
     print(f"\nturns/s to searchable {run['turns_per_s']} = {run['efficiency']} x the raw "
-          f"embedder's {raw['chunks_per_s']} chunks/s (target >= 0.8); refusals below the "
-          f"byte cap: {run['refusals_below_byte_cap']} (target 0); search p95 "
-          f"{search['p95_ms']} ms on {search['turns']} turns")
+          f"embedder's {rate:.1f} chunks/s (mean of before and after; target >= 0.8); CPU "
+          f"{turn_cpu:.1f} ms a turn in all processes against {single['cpu_ms_per_chunk']} "
+          f"ms a chunk for the model alone on one thread = {run['cpu_efficiency']}; "
+          f"refusals below the byte cap: {run['refusals_below_byte_cap']} (target 0); "
+          f"search p95 {search['p95_ms']} ms on {search['turns']} turns")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "turns.json").write_text(json.dumps(
-        {"raw_embedder": raw, "ingest": run, "search": search, "args": vars(args)},
+        {"raw_embedder": raw, "raw_one_thread": single, "ingest": run, "search": search,
+         "args": vars(args)},
         indent=2))
 
 

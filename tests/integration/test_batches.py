@@ -107,6 +107,44 @@ async def test_a_batch_that_ran_in_part_runs_again_without_writing_twice(setting
     assert await query(settings, "MATCH ()-[r:THEN]->() RETURN count(r)") == [[5]]
 
 
+@pytest.mark.parametrize("point", ["memory_written", "part_written", "finishing"])
+async def test_memories_deleted_while_their_batch_runs_are_undone_alone(settings, front,
+                                                                         aredis, point):
+    """Two of three deleted at one moment of the batch, then all three at another: each
+    deleted one leaves nothing, the one kept is done, and the batch never fails."""
+    added = [await add(front, text) for text in TURNS[:3]]
+    doomed = {r.memory_id for r in added[1:]}
+    deleted: list[str] = []
+
+    async def delete(at: str, job) -> None:
+        if at == point and job.memory_id in doomed and job.memory_id not in deleted:
+            deleted.append(job.memory_id)
+            await ops.delete_memory(front, MemoryRef(memory_id=job.memory_id))
+
+    await run_workers(settings, checkpoint=delete)
+
+    assert sorted(deleted) == sorted(doomed)
+    states = [(await tasks.get_task(aredis, r.task_id)).state for r in added]
+    assert states == ["done", "cancelled", "cancelled"]
+    assert await query(settings, "MATCH (m:Memory) RETURN m.text") == [[TURNS[0]]]
+    assert (await stored(settings))["orphan_chunks"] == 0
+
+
+async def test_a_batch_whose_memories_are_all_deleted_ends_quietly(settings, front, aredis):
+    added = [await add(front, text) for text in TURNS[:2]]
+
+    async def delete_all(at: str, job) -> None:
+        if at == "memory_written":
+            await ops.delete_memory(front, MemoryRef(memory_id=job.memory_id))
+
+    await run_workers(settings, checkpoint=delete_all)
+
+    assert [(await tasks.get_task(aredis, r.task_id)).state for r in added] == \
+        ["cancelled", "cancelled"]
+    assert [(await tasks.get_task(aredis, r.task_id)).attempts for r in added] == [1, 1]
+    assert (await stored(settings))["memories"] == 0
+
+
 async def test_a_batch_is_sealed_when_its_job_starts(settings, front, aredis):
     """An add made while its namespace's batch runs waits in the next batch, and keeps its
     place in its thread."""
