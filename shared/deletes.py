@@ -1,7 +1,7 @@
-"""The one way a memory is deleted: a delete task takes the memory over (shared/tasks.py)
-and its job goes to the head of the queue (workers/delete.py runs it). delete_memory and
-the cancel of an ingest (services/mcp/front.py) and the expiry sweep (workers/expiry.py)
-all come through here."""
+"""The one way a memory is deleted: a delete task takes the memory over and its job goes to
+the head of the queue, in one step (shared/tasks.py: a delete is never accepted without its
+job); workers/delete.py runs it. delete_memory and the cancel of an ingest
+(services/mcp/front.py) and the expiry sweep (workers/expiry.py) all come through here."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from arq.connections import ArqRedis
 
 from zapomni.shared import tasks
+from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import DeleteJob, TaskRecord
-from zapomni.shared.queue import enqueue_delete
+from zapomni.shared.queue import DELETE, payload_size, serialize
 from zapomni.shared.settings import Settings
 
 
@@ -39,15 +40,18 @@ async def queue_delete(redis: ArqRedis, settings: Settings, namespace: str, memo
                         memory_id=memory_id, total=1, created_at=time.time(), message=message)
     note = (f"cancelled by request; {record.task_id} removes what was written" if cancelling
             else "the memory was deleted")
-    code, owner = await tasks.take_for_delete(
-        redis, record, settings.task_ttl_days * 86400, from_task=cancelling, message=note,
-        seen=seen)
+    job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace,
+                    reason=reason)
+    # first in the queue: it is short, and an add of the same text is refused until it is
+    # done (shared/tasks.py)
+    queued = queued_job(settings.queue_name, DELETE, job, job.task_id, serializer=serialize,
+                        expires_s=settings.job_expires_days * 86400, size=payload_size(job),
+                        first=True)
+    code, owner = await tasks.take_for_delete(redis, record, settings.task_ttl, queued,
+                                              from_task=cancelling, message=note, seen=seen)
     if code == 0:
         return Queued("", "")
     if code == 2:
         pending = await tasks.get_task(redis, owner)
         return Queued(owner, pending.state if pending else "queued")
-    job = DeleteJob(task_id=record.task_id, memory_id=memory_id, namespace=namespace,
-                    reason=reason)
-    await enqueue_delete(redis, settings, job)
     return Queued(record.task_id, "queued", new=True)

@@ -1,5 +1,6 @@
 """Ids. A memory's id is derived from its namespace and content, so adding the same text twice
-names the same memory; a task's id is random and is also its arq job id."""
+names the same memory; a task's id is random and is also its arq job id (a batch of adds is
+the job of its first memory's task: shared/adds.py)."""
 
 from __future__ import annotations
 

@@ -171,6 +171,16 @@ class IngestJob(Job):
     line_offset: int = 0  # AddMemory.line_offset
 
 
+class BatchJob(Job):
+    """Ingest the memories the add path gathered under ``batch_id`` (shared/adds.py): small
+    ones added to one namespace while its batch waited for a worker, embedded and written
+    together; or, ``alone``, one large memory (it may fan out into parts)."""
+
+    batch_id: str
+    namespace: str
+    alone: bool = False
+
+
 class ChunkSpan(Lenient):
     idx: int
     text: str
@@ -296,6 +306,7 @@ class TaskRecord(Lenient):
     embedded: int = 0  # import and reembed tasks: chunks embedded (not reused from a file)
     chunks: int = 0  # ingest tasks: the memory's chunks, once it is chunked
     parts_at: float = 0.0  # ingest tasks: when its parts were queued (their rate: the ETA)
+    batch: str = ""  # ingest tasks: the arq job that holds it as added (shared/adds.py)
 
 
 class TaskProgress(Lenient):

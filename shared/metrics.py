@@ -27,8 +27,9 @@ TOOL_CALLS = Counter("zapomni_tool_calls_total", "MCP tool calls by tool and out
 TOOL_SECONDS = Histogram("zapomni_tool_seconds", "MCP tool latency", ["tool"], buckets=FAST)
 ENQUEUE_SECONDS = Histogram("zapomni_enqueue_seconds",
                             "Time to record a task and enqueue its job", buckets=FAST)
-REFUSALS = Counter("zapomni_refusals_total", "Writes refused: queue full, Redis down, policy",
-                   ["reason"])
+REFUSALS = Counter("zapomni_refusals_total",
+                   "Writes refused (queue full, Redis down, policy); busy: any request past "
+                   "the front's in-flight limit", ["reason"])
 
 # ---- query ----
 SEARCH_SECONDS = Histogram("zapomni_search_seconds", "Search latency in the query service",

@@ -1,10 +1,10 @@
 """The arq queue: Redis connection, msgpack serialisation (msgspec, no pickle), job names and
-the enqueue calls the front and the workers make (each job's bytes reserved: shared/capacity.py)."""
+the enqueue calls the front and the workers make (each job's bytes reserved: shared/capacity.py).
+Adds and deletes are enqueued by the scripts that write their tasks (shared/arq_internals.py)."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -16,7 +16,6 @@ from redis.asyncio import ConnectionPool
 from zapomni.shared import capacity
 from zapomni.shared.ids import part_job_id
 from zapomni.shared.messages import (
-    DeleteJob,
     FilesJob,
     GraphJob,
     GraphPartJob,
@@ -26,7 +25,8 @@ from zapomni.shared.messages import (
 )
 from zapomni.shared.settings import Settings
 
-INGEST = "ingest_memory"
+INGEST = "ingest_memory"  # one memory (the jobs of an older front)
+INGEST_BATCH = "ingest_batch"  # the memories of a batch (shared/adds.py)
 EMBED_PART = "embed_part"
 DELETE = "delete_memory"
 BUILD_GRAPH = "build_graph"
@@ -77,18 +77,16 @@ def _expires(settings: Settings) -> timedelta:
 
 
 async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
-                  bounded: bool = False, first: bool = False) -> bool:
+                  bounded: bool = False) -> bool:
     """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/capacity.py).
-    ``bounded``: refuse (Overloaded) when the queue is full; the front's adds and graph
-    builds are, while what workers enqueue (fan-out parts, follow-up graph jobs) and deletes
-    are only counted. ``first``: ahead of every job waiting (arq takes the lowest score
-    first). False when arq already holds a job with this id or ran it recently."""
+    ``bounded``: refuse (Overloaded) when the queue is full; the front's graph builds and
+    updates are, while what workers enqueue (fan-out parts, follow-up graph jobs) is only
+    counted. False when arq already holds a job with this id or ran it recently. (Adds and
+    deletes enqueue in the script that writes their task: shared/adds.py, shared/tasks.py.)"""
     await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
     try:
         queued = await redis.enqueue_job(function, job, _job_id=job_id,
-                                         _expires=_expires(settings),
-                                         _defer_until=await _head(redis, settings) if first
-                                         else None)
+                                         _expires=_expires(settings))
     except BaseException:
         await capacity.release_quietly(redis, job_id)
         raise
@@ -97,24 +95,10 @@ async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, 
     return queued is not None
 
 
-async def _head(redis: ArqRedis, settings: Settings) -> datetime | None:
-    """A moment just before the oldest waiting job's, or None when nothing waits longer
-    than a job enqueued now would."""
-    oldest = await redis.zrange(settings.queue_name, 0, 0, withscores=True)
-    if not oldest or oldest[0][1] >= time.time() * 1000:
-        return None
-    return datetime.fromtimestamp((oldest[0][1] - 1) / 1000, UTC)
-
-
-async def enqueue_ingest(redis: ArqRedis, settings: Settings, job: IngestJob, *,
-                         bounded: bool = False) -> bool:
-    """False when a job with this task id is already queued or ran recently."""
-    return await enqueue(redis, settings, INGEST, job, job.task_id, bounded=bounded)
-
-
 async def queued_ingest(redis: ArqRedis, task_id: str) -> IngestJob | None:
     """The ingest job of ``task_id`` as arq holds it (queued, or running: arq drops it
-    when it ends), or None when arq holds none. One GET."""
+    when it ends), or None when arq holds none. One GET. (An older front's job: the add
+    path's are read from their batch, shared/adds.py.)"""
     raw = await redis.get(job_key_prefix + task_id)
     if raw is None:
         return None
@@ -129,12 +113,6 @@ async def queued_ingest(redis: ArqRedis, task_id: str) -> IngestJob | None:
 
 async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> None:
     await enqueue(redis, settings, EMBED_PART, job, part_job_id(job.task_id, job.part))
-
-
-async def enqueue_delete(redis: ArqRedis, settings: Settings, job: DeleteJob) -> None:
-    """A delete goes to the head of the queue: it is short, and an add of the same text is
-    refused until it is done (shared/tasks.py)."""
-    await enqueue(redis, settings, DELETE, job, job.task_id, first=True)
 
 
 async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,

@@ -196,6 +196,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SystemExit(f"zapomni: bad setting: {_env_name(exc)}") from None
 
     @property
+    def task_ttl(self) -> int:
+        """Seconds a task record is kept."""
+        return round(self.task_ttl_days * 86400)
+
+    @property
     def mcp_jwt(self) -> bool:
         return bool(self.mcp_jwt_jwks_uri or self.mcp_jwt_public_key)
 

@@ -9,6 +9,11 @@ graph_status, and which task owns each memory.
     zapomni:parts:{task_id}         hash: finished part number -> worker that wrote it
     zapomni:last:{ns}:{thread hash} the memory added last to that thread (conversation order)
 
+Nothing here outlives the records it serves: a count set is trimmed of the tasks whose
+records have expired whenever a task moves into it, and expires a record's life after the
+last did; a thread's last memory expires a record's life after its last add (a thread
+silent for longer starts a new chain). Memory claims live as long as their memory.
+
 Task state is a state machine with this module as its only writer:
 
     queued -> running -> done | failed | cancelled
@@ -36,6 +41,8 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
+from zapomni.shared import capacity
+from zapomni.shared.arq_internals import ENQUEUE, QueuedJob
 from zapomni.shared.messages import TASK_STATES, TaskRecord
 
 TASK_KEY = "zapomni:task:"
@@ -44,21 +51,27 @@ TERMINAL = ("done", "failed", "cancelled")
 LOST = "lost"  # what a refused move reports when the task no longer owns its memory
 
 # helpers every script starts with: move a task between the count sets, and the key of the
-# claim on a task's memory (both from the task's own fields)
-_LIB = """
+# claim on a task's memory (both from the task's own fields). The add path's script
+# (shared/adds.py) starts with them too
+LIB = """
 local function task_key(id) return 'zapomni:task:' .. id end
 local function claim_key(key)
   local f = redis.call('HMGET', key, 'namespace', 'memory_id')
   return 'zapomni:mem:' .. f[1] .. ':' .. f[2]
 end
-local function place(key, id, from, to, now)
+-- (a set is trimmed of the tasks whose records have expired each time one moves in, and
+-- expires itself once no task has moved in for a record's life: bounded without get_stats)
+local function place(key, id, from, to, now, ttl)
   local ns = redis.call('HGET', key, 'namespace')
   if from ~= '' then
     redis.call('ZREM', 'zapomni:tasks:' .. ns .. ':' .. from, id)
     redis.call('ZREM', 'zapomni:tasks:*:' .. from, id)
   end
-  redis.call('ZADD', 'zapomni:tasks:' .. ns .. ':' .. to, now, id)
-  redis.call('ZADD', 'zapomni:tasks:*:' .. to, now, id)
+  for _, set in ipairs({'zapomni:tasks:' .. ns .. ':' .. to, 'zapomni:tasks:*:' .. to}) do
+    redis.call('ZADD', set, now, id)
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. (now - ttl))
+    redis.call('EXPIRE', set, ttl)
+  end
 end
 local function active(state) return state == 'queued' or state == 'running' end
 -- a task from state ``from`` to ``to``: the state, when it started running, the count sets,
@@ -66,14 +79,14 @@ local function active(state) return state == 'queued' or state == 'running' end
 local function transition(key, id, from, to, now, ttl)
   redis.call('HSET', key, 'state', to)
   if from == 'queued' and to == 'running' then redis.call('HSET', key, 'started_at', now) end
-  place(key, id, from, to, now)
+  place(key, id, from, to, now, ttl)
   redis.call('EXPIRE', key, ttl)
 end
 """
 
 # ARGV: task id, ttl, now, allowed from-states (",a,b,"), to-state or '', must own ('1'/''),
 #       n, n field/value pairs to set, then field/increment pairs
-_MOVE = _LIB + """
+_MOVE = LIB + """
 local id, ttl, now, allowed, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local key = task_key(id)
 local state = redis.call('HGET', key, 'state')
@@ -91,36 +104,15 @@ end
 return {1, state}
 """
 
-# KEYS: claim, new task record, [thread's last memory]. ARGV: task id, ttl, now, memory id,
-# field/value pairs of the record. Returns {owner, its kind, its state, previous turn, gen}
-_CLAIM = _LIB + """
-local owner = redis.call('GET', KEYS[1])
-if owner then
-  local f = redis.call('HMGET', task_key(owner), 'kind', 'state')
-  return {owner, f[1] or '', f[2] or '', '', 0}
-end
-local gen = redis.call('INCR', 'zapomni:gen')
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], unpack(ARGV, 5))
-redis.call('HSET', KEYS[2], 'gen', gen)
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
-local before = ''
-if KEYS[3] then
-  before = redis.call('GETSET', KEYS[3], ARGV[4]) or ''
-  if before == ARGV[4] then before = '' end
-  if before ~= '' then redis.call('HSET', KEYS[2], 'after', before) end
-end
-return {'', '', '', before, gen}
-"""
-
-# A delete takes a memory over. KEYS: claim, the delete's record. ARGV: delete task id, ttl,
-# now, the ingest it must take over from ('' = whoever owns it), the message the cancelled
-# ingest shows, the owner the caller saw ('' = any), field/value pairs of the delete's record.
-# Returns {1, previous owner} taken; {2, pending delete} a delete is already under way;
-# {0, owner} the memory is no longer the named ingest's, or that ingest has ended, or
-# another task than the one the caller saw owns it now
-_TAKE = _LIB + """
+# A delete takes a memory over and enqueues its job in the same step (shared/arq_internals.py:
+# no delete is ever accepted without its job). KEYS: claim, the delete's record. ARGV: delete
+# task id, ttl, now, the ingest it must take over from ('' = whoever owns it), the message the
+# cancelled ingest shows, the owner the caller saw ('' = any), the job's six arq_enqueue
+# arguments and its payload bytes (counted, never refused: shared/capacity.py), field/value
+# pairs of the delete's record. Returns {1, previous owner} taken; {2, pending delete} a
+# delete is already under way; {0, owner} the memory is no longer the named ingest's, or that
+# ingest has ended, or another task than the one the caller saw owns it now
+_TAKE = LIB + capacity.LUA + ENQUEUE + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if ARGV[4] ~= '' and owner ~= ARGV[4] then return {0, owner} end
 if owner ~= '' then
@@ -135,9 +127,11 @@ if owner ~= '' then
   end
 end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], unpack(ARGV, 7))
+redis.call('HSET', KEYS[2], unpack(ARGV, 14))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
+place(KEYS[2], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
+hold(ARGV[8], ARGV[13])
+arq_enqueue(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12])
 return {1, owner}
 """
 
@@ -146,7 +140,7 @@ return {1, owner}
 # gives it back to that one instead, and a done update leaves the metadata's digest it wrote
 # in that task's record (the digest the same text added again is compared with).
 # ARGV: task id, ttl, now, to-state, field/value pairs. Returns {1, state} or {0, state}
-_END_AND_RELEASE = _LIB + """
+_END_AND_RELEASE = LIB + """
 local id = ARGV[1]
 local key = task_key(id)
 local state = redis.call('HGET', key, 'state')
@@ -172,7 +166,7 @@ return {1, state}
 
 # ARGV: task id, ttl, part, worker, '1' to show the count as done. Returns {parts written,
 # state}; parts -1 when the task has ended (nothing recorded)
-_FINISH_PART = _LIB + """
+_FINISH_PART = LIB + """
 local key = task_key(ARGV[1])
 local state = redis.call('HGET', key, 'state')
 if not state or not active(state) then return {-1, state or ''} end
@@ -187,28 +181,12 @@ return {done, state}
 """
 
 # KEYS: the record. ARGV: task id, ttl, now, field/value pairs. 1 when written
-_CREATE = _LIB + """
+_CREATE = LIB + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-place(KEYS[1], ARGV[1], '', 'queued', ARGV[3])
+place(KEYS[1], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
 return 1
-"""
-
-# An add whose job could not be enqueued, undone: the claim, the turn it took in its thread,
-# the record and its place in the count sets. KEYS: claim, record, [thread's last memory].
-# ARGV: task id, memory id, the memory before it in the thread
-_FORGET = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[2] then
-  if ARGV[3] == '' then redis.call('DEL', KEYS[3]) else redis.call('SET', KEYS[3], ARGV[3]) end
-end
-local ns = redis.call('HGET', KEYS[2], 'namespace')
-if ns then
-  redis.call('ZREM', 'zapomni:tasks:' .. ns .. ':queued', ARGV[1])
-  redis.call('ZREM', 'zapomni:tasks:*:queued', ARGV[1])
-end
-return redis.call('DEL', KEYS[2])
 """
 
 # ---- update (update_memory's metadata change in place) ----
@@ -220,7 +198,7 @@ return redis.call('DEL', KEYS[2])
 # ('1'/''), field/value pairs of the record.
 # Returns {1, previous owner} taken; {0, owner, kind, state} another task is under way;
 # {2} nobody owns the memory (not stored, or stored before claims: the caller checks)
-_TAKE_FOR_UPDATE = _LIB + """
+_TAKE_FOR_UPDATE = LIB + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if owner == '' and ARGV[4] ~= '1' then return {2, '', '', ''} end
 if owner ~= '' then
@@ -231,7 +209,7 @@ redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(ARGV, 5))
 redis.call('HSET', KEYS[2], 'previous', owner)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-place(KEYS[2], ARGV[1], '', 'queued', ARGV[3])
+place(KEYS[2], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
 return {1, owner, '', ''}
 """
 
@@ -265,14 +243,15 @@ class Moved:
 @dataclass(frozen=True)
 class Claim:
     """add_memory's claim: ``owner`` is '' when this task now owns the memory (``gen`` is
-    its generation, ``after`` the turn before it in its thread); otherwise the task that
-    owns it, with its kind and state."""
+    its generation, ``after`` the turn before it in its thread, ``batch`` the job that
+    holds it: shared/adds.py); otherwise the task that owns it, with its kind and state."""
 
     owner: str
     kind: str = ""
     state: str = ""
     after: str = ""
     gen: int = 0
+    batch: str = ""
 
 
 def task_key(task_id: str) -> str:
@@ -309,25 +288,13 @@ def _text(value: bytes | str | int) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def claim_memory(redis: Redis, record: TaskRecord, ttl: int, thread: str = "") -> Claim:
-    """Make ``record`` (a queued ingest) the task that owns its memory, atomically, unless
-    another task owns it. The memories of a thread are chained in the order they were
-    claimed: the turns of a conversation, which search reads with their neighbours; the
-    record keeps the memory before (``after``), so that a job enqueued again carries it."""
-    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
-    if thread:
-        keys.append(last_key(record.namespace, thread))
-    owner, kind, state, after, gen = await redis.eval(
-        _CLAIM, len(keys), *keys, record.task_id, ttl, record.created_at, record.memory_id,
-        *_flat(msgspec.structs.asdict(record)))
-    return Claim(_text(owner), _text(kind), _text(state), _text(after), int(gen))
-
-
-async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
+async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, job: QueuedJob, *,
                           from_task: str = "", message: str = "the memory was deleted",
                           seen: str = "") -> tuple[int, str]:
-    """Make the delete task ``record`` the owner of its memory, cancelling an ingest still
-    under way (with ``message``) in the same step. ``from_task``: only if that ingest owns
+    """Make the delete task ``record`` the owner of its memory and enqueue its ``job``,
+    cancelling an ingest still under way (with ``message``), all in one step: a delete is
+    never accepted without its job (it goes ahead of the jobs waiting: ``job.first``).
+    ``from_task``: only if that ingest owns
     it, while it runs (the cancel of an ingest). ``seen``: only if no task, or that one,
     owns it (the expiry sweep: the ingest that wrote the memory it read, so that the same
     text added again meanwhile is not taken). Returns (1, previous owner) when taken, (2,
@@ -337,17 +304,8 @@ async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, *,
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner = await redis.eval(
         _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,
-        seen, *_flat(msgspec.structs.asdict(record)))
+        seen, *job.args(), job.size, *_flat(msgspec.structs.asdict(record)))
     return int(code), _text(owner)
-
-
-async def forget_claim(redis: Redis, record: TaskRecord, thread: str, before: str) -> None:
-    """Undo ``claim_memory`` for a task whose job never reached the queue, so that a retry
-    of the same text is a new add (and its thread keeps the turn it had before)."""
-    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
-    if thread:
-        keys.append(last_key(record.namespace, thread))
-    await redis.eval(_FORGET, len(keys), *keys, record.task_id, record.memory_id, before)
 
 
 async def owner_task(redis: Redis, namespace: str, memory_id: str) -> str | None:
@@ -369,12 +327,36 @@ async def move(redis: Redis, task_id: str, to: str = "", *, ttl: int,
     """Change a task: set ``fields``, add to counters (``add``) and move it to state ``to``
     (none: the state stays), if it is in one of the ``allowed`` states (and, ``owning``,
     still owns its memory). Starting to run stamps started_at. Refreshes the expiry."""
+    ok, before = await redis.eval(*_move_args(task_id, to, ttl, allowed, owning, add, fields))
+    return Moved(bool(ok), _text(before))
+
+
+async def move_all(redis: Redis, changes: list[tuple[str, dict[str, Any]]], to: str = "", *,
+                   ttl: int, allowed: tuple[str, ...] = ACTIVE, owning: bool = False
+                   ) -> list[Moved]:
+    """``move`` of several tasks, each (task id, its fields), in one round trip: each its
+    own atomic step (the tasks of a batch of memories: workers/batch.py)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for task_id, fields in changes:
+            pipe.eval(*_move_args(task_id, to, ttl, allowed, owning, None, fields))
+        replies = await pipe.execute()
+    return [Moved(bool(ok), _text(before)) for ok, before in replies]
+
+
+def _move_args(task_id: str, to: str, ttl: int, allowed: tuple[str, ...], owning: bool,
+               add: dict[str, int] | None, fields: dict[str, Any]) -> list[Any]:
     flat = _flat(fields)
     incr = [x for kv in (add or {}).items() for x in (kv[0], str(int(kv[1])))]
-    ok, before = await redis.eval(
-        _MOVE, 0, task_id, ttl, time.time(), "," + ",".join(allowed) + ",", to,
-        "1" if owning else "", len(flat) // 2, *flat, *incr)
-    return Moved(bool(ok), _text(before))
+    return [_MOVE, 0, task_id, ttl, time.time(), "," + ",".join(allowed) + ",", to,
+            "1" if owning else "", len(flat) // 2, *flat, *incr]
+
+
+async def owners(redis: Redis, namespace: str, memory_ids: list[str]) -> list[str | None]:
+    """The task that owns each of these memories (one round trip)."""
+    if not memory_ids:
+        return []
+    values = await redis.mget([memory_key(namespace, m) for m in memory_ids])
+    return [v.decode() if v else None for v in values]
 
 
 async def end_and_release(redis: Redis, task_id: str, to: str, *, ttl: int,

@@ -1,6 +1,7 @@
-"""The ingest path, top to bottom: chunk -> (fan out) -> embed -> write -> mark searchable.
+"""The ingest path of one memory, top to bottom: chunk -> (fan out) -> embed -> write -> mark
+searchable. (Small memories come in batches and are written together: workers/batch.py.)
 
-``ingest_memory`` chunks a document and writes its Memory node. A small document is embedded
+``ingest_one`` chunks a document and writes its Memory node. A small document is embedded
 and written in the same job; a large one fans out into ``embed_part`` jobs of at most
 ``part_chunks`` chunks each, so several workers share it and every job stays short. The memory
 is searchable from its first part: each part's chunks are found as soon as they are written,
@@ -47,10 +48,14 @@ CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at 
 
 
 async def ingest_memory(ctx: dict, payload: dict) -> str:
+    """The job of one memory as an older front enqueued it (now: workers/batch.py)."""
+    job = await read_job(resources(ctx), payload, IngestJob)
+    return "unreadable" if job is None else await ingest_one(ctx, job)
+
+
+async def ingest_one(ctx: dict, job: IngestJob) -> str:
+    """One memory, of any size: chunked, written, and fanned out into parts if large."""
     res = resources(ctx)
-    job = await read_job(res, payload, IngestJob)
-    if job is None:
-        return "unreadable"
     async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
             return run.outcome
@@ -208,13 +213,19 @@ async def begin(res: Resources, ctx: dict, run: JobRun, job: IngestJob | PartJob
     (deleted or cancelled meanwhile: then what an earlier run wrote is undone)."""
     moved = await start_task(res, ctx, job.task_id, owning=True)
     if not moved.ok:
-        if moved.before == tasks.LOST:
-            await tasks.move(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
-                             finished_at=time.time(), message="the memory was deleted")
-        if moved.before in (tasks.LOST, "cancelled", "failed"):
-            await give_up(res, run, job)
+        await left_behind(res, job, moved.before)
         run.outcome = "cancelled" if moved.before != "done" else "done"
         return False
     await checkpoint(res, "owned", job)
     return True
+
+
+async def left_behind(res: Resources, job: IngestJob | PartJob, before: str) -> None:
+    """A task that may not start (``before``: the state its start found, or LOST): one that
+    lost its memory is cancelled, and what an earlier run of it wrote is undone."""
+    if before == tasks.LOST:
+        await tasks.move(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
+                         finished_at=time.time(), message="the memory was deleted")
+    if before in (tasks.LOST, "cancelled", "failed"):
+        await undo_memory(res.store.graph(job.namespace), job.memory_id, job.task_id)
 

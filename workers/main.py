@@ -27,6 +27,7 @@ from zapomni.shared.queue import (
     GRAPH_PART,
     IMPORT,
     INGEST,
+    INGEST_BATCH,
     REEMBED,
     UPDATE,
     connect_queue,
@@ -36,6 +37,7 @@ from zapomni.shared.queue import (
 from zapomni.shared.settings import Settings
 from zapomni.workers.access import FOLD, fold_access, fold_schedule
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
+from zapomni.workers.batch import ingest_batch
 from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
 from zapomni.workers.files import ingest_files
@@ -57,6 +59,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
     jobs"). ``checkpoint``: tests only (workers/resources.py)."""
     worker = ZapomniWorker(
         functions=[
+            func(ingest_batch, name=INGEST_BATCH),
             func(ingest_memory, name=INGEST),
             func(embed_part, name=EMBED_PART),
             func(delete_memory, name=DELETE),

@@ -49,24 +49,34 @@ class JobRun:
     outcome: str = "done"  # done, cancelled, retry, failed
 
 
+Owner = tuple[str, str, str]  # a task a job runs: its id, namespace and memory ('' if none)
+
+
 @asynccontextmanager
 async def task_outcome(ctx: dict, job: str, task_id: str, namespace: str,
                        memory_id: str) -> AsyncIterator[JobRun]:
+    async with tasks_outcome(ctx, job, [(task_id, namespace, memory_id)]) as run:
+        yield run
+
+
+@asynccontextmanager
+async def tasks_outcome(ctx: dict, job: str, owners: list[Owner]) -> AsyncIterator[JobRun]:
+    """What a failure of the job means for the tasks it runs (several: a batch of memories,
+    workers/batch.py): every one still active fails, or waits while the job is retried."""
     res = resources(ctx)
     run = JobRun()
     started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline(res.settings.job_timeout)):
             yield run
-    except EmbeddingRejected as exc:
+    except (EmbeddingRejected, JobAbandoned) as exc:
         run.outcome = "failed"
-        await fail_task(res, task_id, namespace, memory_id, exc.message)
-    except JobAbandoned as exc:
-        run.outcome = "failed"
-        await fail_task(res, task_id, namespace, memory_id, str(exc))
+        for owner in owners:
+            await fail_task(res, *owner, exc.message if isinstance(exc, ZapomniError)
+                            else str(exc))
     except Exception as exc:
         run.outcome = "retry"
-        await retry_or_fail(res, ctx, task_id, namespace, memory_id, transient_reason(exc))
+        await retry_or_fail(res, ctx, owners, transient_reason(exc))
         run.outcome = "failed"
     finally:
         metrics.JOBS.labels(job, run.outcome).inc()
@@ -85,19 +95,20 @@ def transient_reason(exc: Exception) -> str:
     return "internal error (details in the worker's log)"
 
 
-async def retry_or_fail(res: Resources, ctx: dict, task_id: str, namespace: str,
-                        memory_id: str, reason: str) -> None:
+async def retry_or_fail(res: Resources, ctx: dict, owners: list[Owner], reason: str) -> None:
     attempt = int(ctx.get("job_try", 1))
     if attempt >= res.settings.max_tries:
-        await fail_task(res, task_id, namespace, memory_id,
-                        f"{reason} (gave up after {attempt} attempts)")
+        for owner in owners:
+            await fail_task(res, *owner, f"{reason} (gave up after {attempt} attempts)")
         return
     delay = min(60, 2**attempt)
-    log.warning("task %s attempt %d: %s; retrying in %ds", task_id, attempt, reason, delay)
-    await _quietly(tasks.move(
-        res.redis, task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
-        message=f"waiting: {reason}; attempt {attempt} of {res.settings.max_tries}, "
-                f"retrying in {delay}s"))
+    log.warning("task %s attempt %d: %s; retrying in %ds", owners[0][0], attempt, reason,
+                delay)
+    for task_id, _, _ in owners:
+        await _quietly(tasks.move(
+            res.redis, task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
+            message=f"waiting: {reason}; attempt {attempt} of {res.settings.max_tries}, "
+                    f"retrying in {delay}s"))
     raise Retry(defer=delay)
 
 
@@ -131,12 +142,18 @@ async def start_task(res: Resources, ctx: dict, task_id: str, *,
     a crash); refused once the task has ended or, ``owning``, lost its memory. Gives up on a
     job whose earlier tries all died with their worker (arq allows one try more than
     max_tries so that this runs)."""
+    attempt = this_attempt(res, ctx)
+    return await tasks.move(res.redis, task_id, "running", ttl=res.task_ttl, owning=owning,
+                            worker=res.worker_id, heartbeat_at=time.time(), attempts=attempt)
+
+
+def this_attempt(res: Resources, ctx: dict) -> int:
+    """Which try of its job this is; JobAbandoned past the last."""
     attempt = int(ctx.get("job_try", 1))
     if attempt > res.settings.max_tries:
         raise JobAbandoned(f"gave up after {attempt - 1} attempts: the worker running this "
                            "job stopped each time; see the workers' logs")
-    return await tasks.move(res.redis, task_id, "running", ttl=res.task_ttl, owning=owning,
-                            worker=res.worker_id, heartbeat_at=time.time(), attempts=attempt)
+    return attempt
 
 
 async def read_job(res: Resources, payload: Any, kind: type[J]) -> J | None:

@@ -41,7 +41,7 @@ class Resources:
 
     @property
     def task_ttl(self) -> int:
-        return self.settings.task_ttl_days * 86400
+        return self.settings.task_ttl
 
     async def entity_model(self) -> EntityModel:
         """The spaCy pipeline, loaded on the first graph job (about a second), once per

@@ -12,7 +12,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from zapomni.shared import cypher, cypher_moves
+from zapomni.shared import cypher, cypher_batch, cypher_moves
 from zapomni.shared.embed import to_params
 from zapomni.shared.entities import entity_id
 from zapomni.shared.graphstore import execute, meta_pair
@@ -41,10 +41,9 @@ def meta_pairs(metadata_json: str) -> list[str]:
                   if isinstance(value, str | int | float | bool))
 
 
-async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> bool:
-    """Write the memory node (not yet searchable); False when a newer ingest of the same
-    text has written it meanwhile (this job's writes are then someone else's leftovers)."""
-    rows = await run(graph, cypher.MERGE_MEMORY, op="memory", params={
+def memory_row(job: IngestJob, chunk_count: int) -> dict:
+    """MERGE_MEMORY's parameters for ``job`` (one memory's, or a row of a batch's)."""
+    return {
         "id": job.memory_id, "namespace": job.namespace, "content_hash": job.content_hash,
         "text": job.text, "source": job.source, "tags": job.tags,
         "metadata": job.metadata_json, "meta_kv": meta_pairs(job.metadata_json),
@@ -53,7 +52,13 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
         "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
         "expires_at": job.expires_at or None, "supersedes": job.supersedes,
         "line_offset": job.line_offset or None,
-    })
+    }
+
+
+async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> bool:
+    """Write the memory node (not yet searchable); False when a newer ingest of the same
+    text has written it meanwhile (this job's writes are then someone else's leftovers)."""
+    rows = await run(graph, cypher.MERGE_MEMORY, memory_row(job, chunk_count), op="memory")
     if not rows or not rows[0][0]:
         return False
     if job.thread:
@@ -68,16 +73,58 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],
                        vectors: np.ndarray, prop: str = "embedding") -> None:
     """``prop``: the chunk property the embedder's vectors go to (shared/cypher_moves.py)."""
-    rows = [
+    rows = chunk_rows(memory_id, chunks, vectors)
+    await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
+              "chunks")
+    await stamp_writes(graph)
+
+
+def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray) -> list[dict]:
+    return [
         {"id": chunk_id(memory_id, c.idx), "idx": c.idx, "text": c.text,
          "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens,
          "start_line": c.start_line or None, "end_line": c.end_line or None,
          "words": count_words(c.text), "vec": vec}
         for c, vec in zip(chunks, to_params(vectors), strict=True)
     ]
-    await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
-              "chunks")
+
+
+# ---- a batch of small memories (workers/batch.py): each step one statement for all ----
+
+async def write_memories(graph: AsyncGraph, members: list[tuple[IngestJob, int]]) -> None:
+    """Write the memory nodes of a batch, (job, its chunk count) each, not yet searchable,
+    as write_memory writes one (shared/cypher_batch.py), and link the turns of threads."""
+    rows = [memory_row(job, count) for job, count in members]
+    await run(graph, cypher_batch.MERGE_MEMORIES, {"rows": rows}, op="memory")
+    turns = [{"id": job.memory_id, "after": job.after} for job, _ in members if job.thread]
+    if turns:
+        await run(graph, cypher_batch.LINK_TURNS_BEFORE, {"rows": turns}, op="memory")
+        await run(graph, cypher_batch.LINK_TURNS_AFTER, {"rows": turns}, op="memory")
+
+
+async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[ChunkSpan]]],
+                             vectors: np.ndarray, prop: str = "embedding") -> None:
+    """The chunks of a batch's memories, (memory id, its chunks) each, with their vectors in
+    that order, in one statement; linked in order; the namespace stamped once."""
+    rows, at = [], 0
+    for memory_id, chunks in members:
+        rows += [{**row, "memory_id": memory_id} for row in
+                 chunk_rows(memory_id, chunks, vectors[at : at + len(chunks)])]
+        at += len(chunks)
+    await run(graph, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows}, "chunks")
+    pairs = [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
+             for i in range(len(chunks) - 1)]
+    for start in range(0, len(pairs), LINK_BATCH):
+        await run(graph, cypher.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
+                  "link")
     await stamp_writes(graph)
+
+
+async def mark_all_ready(graph: AsyncGraph, members: list[IngestJob]) -> set[str]:
+    """Make these memories searchable, each if it is still its job's; the ids made so."""
+    rows = await run(graph, cypher_batch.MARK_READY, {"rows": [
+        {"id": job.memory_id, "task_id": job.task_id} for job in members]}, "ready")
+    return {row[0] for row in rows}
 
 
 async def stamp_writes(graph: AsyncGraph) -> None:

@@ -14,7 +14,7 @@ import redis.exceptions
 
 from zapomni.services.mcp.forward import QueryClient
 from zapomni.shared import adds, capacity, deletes, metrics, policy, tasks
-from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable
+from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import (
     AddMemory,
@@ -30,14 +30,7 @@ from zapomni.shared.messages import (
     TaskReceipt,
     TaskRecord,
 )
-from zapomni.shared.queue import (
-    BUILD_GRAPH,
-    connect_queue,
-    enqueue,
-    enqueue_ingest,
-    payload_size,
-    queued_ingest,
-)
+from zapomni.shared.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import metadata_digest
 
@@ -53,7 +46,7 @@ class Front:
         self.redis = connect_queue(settings)
         self.query = QueryClient(settings.query_url, settings.request_timeout,
                                  settings.query_secret)
-        self.task_ttl = settings.task_ttl_days * 86400
+        self.task_ttl = settings.task_ttl
 
     async def aclose(self) -> None:
         await self.query.aclose()
@@ -70,14 +63,17 @@ async def redis_call(front: Front, call: Awaitable[T]) -> T:
         raise Unavailable(REDIS_DOWN) from None
 
 
-async def check_capacity(front: Front, incoming: int = 1) -> None:
-    """Room for ``incoming`` more jobs: a batch of adds is refused whole, before any is
-    claimed (each single add is checked again, jobs and bytes, by its reservation)."""
-    depth = await redis_call(front, tasks.queue_depth(front.redis, front.settings.queue_name))
-    if depth + incoming > front.settings.max_queue_depth:
-        raise Overloaded(
-            f"the ingest queue is full ({depth:,} jobs, limit "
-            f"{front.settings.max_queue_depth:,}); nothing was stored. Retry in ~30 seconds")
+async def check_capacity(front: Front, memories: list[AddMemory]) -> None:
+    """Room for these adds' text in the queue, and for a job: a call of several adds is
+    refused whole, before any is claimed (each add is checked again by the step that queues
+    it: shared/adds.py)."""
+    settings = front.settings
+    depth = await redis_call(front, tasks.queue_depth(front.redis, settings.queue_name))
+    queued = await redis_call(front, capacity.queued_bytes(front.redis))
+    incoming = sum(len(m.text.encode()) + len(m.metadata_json) for m in memories)
+    if depth + 1 > settings.max_queue_depth or queued + incoming > settings.max_queue_bytes:
+        raise capacity.refusal(settings, [0 if depth + 1 > settings.max_queue_depth else -1,
+                                          queued, depth])
 
 
 async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
@@ -117,19 +113,15 @@ async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
 
 async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim
                      ) -> AddReceipt:
-    """The text was added before. If its ingest has not finished, enqueue its job again:
-    arq ignores a job id it still holds, and if the job was lost the retry brings it back
-    (with the turn before it in its thread, kept in the task record by the claim). While a
-    delete of it is under way, the add is refused until the delete is done."""
+    """The text was added before: answered with the task that owns it, and nothing else
+    happens (what is stored, or queued to be, is never changed or run again by a duplicate;
+    a task and its job are one step, shared/adds.py, so there is no lost job to bring
+    back). While a delete of it is under way, the add is refused until the delete is done."""
     if claim.kind == "delete":
         raise Unavailable(f"memory {mid} is being deleted (task {claim.owner}); nothing was "
                           "stored. Add it again once that task is done, in a few seconds")
     found = await redis_call(front, tasks.get_task(front.redis, claim.owner))
     state = found.state if found else "done"
-    if found is not None and found.kind == "ingest" and state in tasks.ACTIVE:
-        await redis_call(front, enqueue_ingest(front.redis, front.settings,
-                                               adds.ingest_job(memory, found, found.after),
-                                               bounded=True))
     receipt = AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
                          namespace=memory.namespace)
     if await _metadata_differs(front, memory, mid, found):
@@ -161,7 +153,7 @@ async def add_memories(front: Front, memories: list[AddMemory],
                        progress: Callable[[int], Awaitable[None]] | None = None
                        ) -> list[AddReceipt | Refused]:
     """Queue each memory in turn; ``progress(n)`` after each (n answered so far)."""
-    await check_capacity(front, len(memories))
+    await check_capacity(front, memories)
     receipts: list[AddReceipt | Refused] = []
     for memory in memories:
         receipts.append(await add_memory(front, memory))
@@ -196,7 +188,7 @@ async def get_memory(front: Front, ref: MemoryRef) -> MemoryRecord:
             return await front.query.call("/v1/memory", ref, MemoryRecord)
         job = None
         if record is not None and record.state in tasks.ACTIVE:
-            job = await redis_call(front, queued_ingest(front.redis, record.task_id))
+            job = await redis_call(front, adds.pending_job(front.redis, record))
         if record is None or job is None:
             raise
         return pending_memory(record, job)

@@ -154,7 +154,7 @@ async def produce(front: Front, texts: list[str], tally: Tally, receipts: dict[i
         while True:
             try:
                 memory = decode_add_memory(texts[i], None, None)
-                await ops.check_capacity(front)  # as the add_memory tool does
+                await ops.check_capacity(front, [memory])  # as add_memories does
                 receipts[i] = await ops.add_memory(front, memory)
                 tally.adds += 1
                 return

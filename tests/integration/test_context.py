@@ -4,12 +4,16 @@ matches the question: the answer that does not repeat the question's words."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from tests.support.graph import query
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
+from zapomni.services.mcp.front import Front
+from zapomni.shared import capacity
 from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.errors import Overloaded
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
 from zapomni.shared.messages import IngestJob, SearchResponse
 from zapomni.shared.validation import decode_add_memory, decode_search
@@ -67,12 +71,18 @@ async def test_turns_of_one_thread_are_chained_in_the_order_they_were_added(
                        namespace="loose") == [[0]]
 
 
-async def test_a_lost_turn_added_again_is_still_chained_to_the_one_before(settings, front,
-                                                                          aredis):
+async def test_a_turn_refused_or_added_twice_is_chained_once(settings, front, aredis):
+    """A turn's add is one step (shared/adds.py): refused, it leaves no place in its thread;
+    added again, it is the same turn."""
     first = await ops.add_memory(front, decode_add_memory(CHAT[0][0], {"thread": "t"}, "lost"))
+    full = Front(msgspec.structs.replace(
+        settings, max_queue_bytes=await capacity.queued_bytes(aredis) + 10))
+    try:
+        with pytest.raises(Overloaded):
+            await ops.add_memory(full, decode_add_memory(CHAT[2][0], {"thread": "t"}, "lost"))
+    finally:
+        await full.aclose()
     second = await ops.add_memory(front, decode_add_memory(CHAT[1][0], {"thread": "t"}, "lost"))
-    await aredis.zrem(settings.queue_name, second.task_id)  # its job is lost
-    await aredis.delete(f"arq:job:{second.task_id}")
     again = await ops.add_memory(front, decode_add_memory(CHAT[1][0], {"thread": "t"}, "lost"))
     assert (again.duplicate, again.task_id) == (True, second.task_id)
 
@@ -80,6 +90,7 @@ async def test_a_lost_turn_added_again_is_still_chained_to_the_one_before(settin
 
     assert await query(settings, "MATCH (a:Memory)-[:THEN]->(b:Memory) RETURN a.id, b.id",
                        namespace="lost") == [[first.memory_id, second.memory_id]]
+    assert await query(settings, "MATCH (m:Memory) RETURN count(m)", namespace="lost") == [[2]]
 
 
 async def test_workers_may_write_a_threads_turns_in_any_order(settings):

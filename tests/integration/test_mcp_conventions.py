@@ -237,4 +237,4 @@ async def test_a_batch_reports_its_progress(client, aredis, settings):
     assert seen[-1] == (45, 45, "45 of 45 queued")
     done = [d for d, _, _ in seen]
     assert done == sorted(done) and len(seen) <= 25  # bounded: about one per 5%
-    assert await aredis.zcard(settings.queue_name) == 45
+    assert await aredis.zcard("zapomni:tasks:notes:queued") == 45  # (in one batch's job)

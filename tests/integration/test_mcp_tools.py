@@ -238,9 +238,10 @@ async def test_internal_errors_are_masked(client, aredis):
 async def test_full_queue_refuses_with_a_retryable_error(falkordb_url, aredis):
     settings = make_settings(falkordb_url, max_queue_depth=2)
     async with Client(build_server(settings)) as client:
-        await call(client, "add_memory", text="first")
-        await call(client, "add_memory", text="second")
-        message = await error(client, "add_memory", text="third")
+        # two jobs (adds to one namespace would share one: shared/adds.py)
+        await call(client, "add_memory", text="first", namespace="one")
+        await call(client, "add_memory", text="second", namespace="two")
+        message = await error(client, "add_memory", text="third", namespace="three")
         batch = await error(client, "add_memories", items=[{"text": "fourth"}])
     assert message.startswith("temporarily unavailable: the ingest queue is full (2 jobs, "
                               "limit 2); nothing was stored. Retry in ~30 seconds")

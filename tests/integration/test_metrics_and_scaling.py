@@ -78,7 +78,7 @@ async def test_every_process_serves_metrics_that_move(settings, query_service, a
     assert query_moved("zapomni_query_embedding_cache_total", result="miss") == 1
     assert query_moved("zapomni_search_candidates_count", signal="keyword") == 2
     assert value(query, "zapomni_tasks", state="done") == 2  # the ingest and its graph task
-    assert value(worker, "zapomni_jobs_total", job="ingest_memory", outcome="done") == 1
+    assert value(worker, "zapomni_jobs_total", job="ingest_batch", outcome="done") == 1
     assert value(worker, "zapomni_chunks_embedded_total") == 1
     assert value(worker, "zapomni_jobs_total", job="build_graph", outcome="done") == 1
     assert value(worker, "zapomni_chunks_graphed_total") == 1

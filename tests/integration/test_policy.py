@@ -22,9 +22,9 @@ def with_policy(falkordb_url: str, rules: dict, **overrides):
 
 
 async def left_behind(aredis, settings) -> tuple[int, int, int]:
-    """Jobs queued, task records and memory claims: what a stored add leaves."""
-    return (await aredis.zcard(settings.queue_name), len(await aredis.keys("zapomni:task:*")),
-            len(await aredis.keys("zapomni:mem:*")))
+    """Tasks queued, task records and memory claims: what a stored add leaves."""
+    return (await aredis.zcard("zapomni:tasks:*:queued"),
+            len(await aredis.keys("zapomni:task:*")), len(await aredis.keys("zapomni:mem:*")))
 
 
 async def test_a_confidence_below_the_minimum_is_refused_and_nothing_is_stored(
@@ -89,7 +89,8 @@ async def test_a_thread_takes_at_most_its_share_per_window(settings, falkordb_ur
 async def test_an_add_refused_for_capacity_gives_its_place_back(settings, falkordb_url, aredis):
     settings = with_policy(falkordb_url, {"*": {"max_per_thread": 1}}, max_queue_depth=1)
     async with Client(build_server(settings)) as client:
-        await call(client, "add_memory", text="Fills the queue.")
+        # one job: an add to another namespace (one to this one would join its batch)
+        await call(client, "add_memory", text="Fills the queue.", namespace="other")
         full = await error(client, "add_memory", text="First turn.", metadata={"thread": "t"})
         assert full.startswith("temporarily unavailable: the ingest queue is full")
         await run_workers(settings)

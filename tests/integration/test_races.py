@@ -19,10 +19,11 @@ from tests.support.workers import add_text, run_workers, wait_tasks
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
+from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
 from zapomni.shared.messages import MemoryRef, TaskRecord
-from zapomni.shared.queue import INGEST, connect_queue
+from zapomni.shared.queue import DELETE, INGEST, connect_queue, serialize
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.sweep import SWEEP
 
@@ -242,7 +243,9 @@ async def test_a_delete_goes_ahead_of_the_jobs_waiting(settings, aredis):
     queue."""
     kept = await add_text(settings, TEXT)
     await run_workers(settings)
-    waiting = [await add_text(settings, f"Waiting note number {i}.") for i in range(3)]
+    # three jobs waiting (in three namespaces: adds to one would share a batch's job)
+    waiting = [await add_text(settings, f"Waiting note number {i}.", namespace=f"wait{i}")
+               for i in range(3)]
     front = Front(settings)
     try:
         deleting = await ops.delete_memory(front, MemoryRef(memory_id=kept.memory_id))
@@ -252,7 +255,7 @@ async def test_a_delete_goes_ahead_of_the_jobs_waiting(settings, aredis):
     assert order == [deleting.task_id] + [w.task_id for w in waiting]
     await run_workers(settings)
     assert await state(aredis, deleting.task_id) == "done"
-    assert (await stored(settings))["ready"] == 3
+    assert [(await stored(settings, f"wait{i}"))["ready"] for i in range(3)] == [1, 1, 1]
 
 
 async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredis):
@@ -262,11 +265,14 @@ async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredi
     await run_workers(settings)
     record = TaskRecord(task_id="task_" + "c" * 32, kind="delete", namespace="default",
                         memory_id=receipt.memory_id, created_at=time.time())
-    code, owner = await tasks.take_for_delete(aredis, record, 3600,
+    job = queued_job(settings.queue_name, DELETE, {}, record.task_id, serializer=serialize,
+                     expires_s=60, size=10, first=True)
+    code, owner = await tasks.take_for_delete(aredis, record, 3600, job,
                                               from_task=receipt.task_id)
     assert (code, owner) == (0, receipt.task_id)
     assert await tasks.owner_task(aredis, "default", receipt.memory_id) == receipt.task_id
     assert await tasks.get_task(aredis, record.task_id) is None
+    assert await aredis.zcard(settings.queue_name) == 0  # and no job
     assert (await stored(settings))["ready"] == 1
 
 

@@ -9,6 +9,9 @@ import inspect
 
 import numpy as np
 import pytest
+from arq.connections import ArqRedis
+from arq.constants import job_key_prefix, result_key_prefix
+from arq.jobs import deserialize_job, serialize_job
 from arq.worker import Worker, func
 from falkordb.asyncio import FalkorDB
 from falkordb.asyncio.graph import AsyncGraph
@@ -19,12 +22,15 @@ from mcp.server.transport_security import RequestBodyLimitMiddleware
 from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
 from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.embed import to_params
 from zapomni.shared.falkordb_internals import ListLiteral, falkordb_on, read_cells
+from zapomni.shared.queue import deserialize, serialize
 from zapomni.shared.settings import Settings
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
+ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/arq_internals.py"
 MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"
 FALKORDB = "the falkordb client changed: see shared/falkordb_internals.py"
 
@@ -86,6 +92,30 @@ async def test_arq_worker_has_what_our_wrappers_touch():
         assert params(worker.handle_sig) == ["signum"], ARQ
     finally:
         await worker.close()
+
+
+def test_arq_enqueue_writes_what_our_scripts_write():
+    # shared/arq_internals.py enqueues in a Redis script, as ArqRedis.enqueue_job does
+    for line in ("job_key = job_key_prefix + job_id",
+                 "await pipe.exists(job_key, result_key_prefix + job_id)",
+                 "serialize_job(function, args, kwargs, _job_try, enqueue_time_ms, "
+                 "serializer=self.job_serializer)",
+                 "pipe.psetex(job_key, expires_ms, job)",
+                 "pipe.zadd(_queue_name, {job_id: score})"):
+        assert calls(ArqRedis.enqueue_job, line), f"{ARQ_ENQUEUE}: {line!r} is gone"
+    assert params(serialize_job) == ["function_name", "args", "kwargs", "job_try",
+                                     "enqueue_time_ms", "serializer"], ARQ_ENQUEUE
+    assert (job_key_prefix, result_key_prefix) == ("arq:job:", "arq:result:"), ARQ_ENQUEUE
+
+
+def test_a_job_our_script_writes_is_one_arq_reads():
+    queued = queued_job("q", "ingest_batch", {"batch_id": "b"}, "b", serializer=serialize,
+                        expires_s=60, size=17, first=True)
+    job = deserialize_job(queued.job, deserializer=deserialize)
+    assert (job.function, list(job.args), job.kwargs, job.job_try) == \
+        ("ingest_batch", [{"batch_id": "b"}], {}, None), ARQ_ENQUEUE
+    assert abs(job.enqueue_time.timestamp() * 1000 - queued.score_ms) < 1, ARQ_ENQUEUE
+    assert queued.args() == ["q", "b", queued.job, 60_000, queued.score_ms, "1"]
 
 
 # ---- fastmcp and the MCP SDK ---------------------------------------------------------------
