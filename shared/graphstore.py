@@ -237,6 +237,9 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
         rows = await run(graph, cypher_moves.READ_META, read_only=True)
     else:
         await create_indexes(graph, namespace, [(q, None) for q in cypher.SCHEMA])
+        # here, not at the top: shared/migrate.py reads the store through this module
+        from zapomni.shared.migrate import migrate_namespace
+        await migrate_namespace(store, namespace)
     if not rows:
         rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim,
                                                      "now": time.time()})

@@ -52,7 +52,8 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
         "task_id": job.task_id, "gen": job.gen, "thread": job.thread,
         "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
         "expires_at": job.expires_at or None, "supersedes": job.supersedes,
-        "line_offset": job.line_offset or None,
+        "line_offset": job.line_offset or None, "occurred_at": job.occurred_at,
+        "role": job.role or None,
     })
     if not rows or not rows[0][0]:
         return False

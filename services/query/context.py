@@ -53,14 +53,15 @@ CURRENT = "## Current message"
 
 async def read_history(store: GraphStore, request: HistoryRequest) -> History:
     turns, oldest = await thread_turns(store, request.namespace, request.thread, request.limit,
-                                       (request.before_us, request.before_id), HISTORY_CHARS)
+                                       (request.before_us, request.before_cu,
+                                        request.before_id), HISTORY_CHARS)
     return History(namespace=request.namespace, thread=request.thread, turns=turns,
                    next_before=encode_cursor(*oldest) if oldest else None)
 
 
 async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: int,
-                       before: tuple[int | None, str], chars: int
-                       ) -> tuple[list[Turn], tuple[int, str] | None]:
+                       before: tuple[int | None, int, str], chars: int
+                       ) -> tuple[list[Turn], tuple[int, int, str] | None]:
     """The newest ``limit`` turns before ``before``, oldest first, and where they begin if
     older turns exist (the cursor of the next page), else None. One more row than asked
     says whether there are older ones; the store sorts and cuts, so only a page is read."""
@@ -68,17 +69,21 @@ async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: in
         return [], None
     rows = await run(store.graph(namespace), cypher.THREAD_TURNS, {
         "thread": thread, "limit": limit + 1, "chars": chars, "before_us": before[0],
-        "before_id": before[1], **cypher.visible_params()}, read_only=True)
+        "before_cu": before[1], "before_id": before[2], **cypher.visible_params()},
+        read_only=True)
     page = rows[:limit][::-1]
-    oldest = (int(page[0][7]), page[0][0]) if len(rows) > limit else None
+    oldest = (int(page[0][7]), int(page[0][8]), page[0][0]) if len(rows) > limit else None
     return [shape_turn(row, chars) for row in page], oldest
 
 
 def shape_turn(row: list[Any], chars: int) -> Turn:
-    memory_id, text, size, metadata, created, memory_type, importance, _ = row
+    memory_id, text, size, metadata, created, memory_type, importance, _, _, occurred = row
     cut = int(size or 0) > chars
+    meta = _decode_json(metadata or "{}")
+    role = meta.get("role")
     return Turn(memory_id=memory_id, text=f"{text.rstrip()} …" if cut else text,
-                metadata=_decode_json(metadata or "{}"), created_at=iso_time(created),
+                metadata=meta, created_at=iso_time(created), occurred_at=iso_time(occurred),
+                role=role if isinstance(role, str) else None,
                 memory_type=memory_type or None,
                 importance=None if importance is None else float(importance), truncated=cut)
 
@@ -123,7 +128,7 @@ async def recent_turns(store: GraphStore, request: ContextRequest) -> list[Turn]
     if request.thread is None or not request.history_turns:
         return []
     turns, _ = await thread_turns(store, request.namespace, request.thread,
-                                  request.history_turns, (None, ""), CONTEXT_TURN_CHARS)
+                                  request.history_turns, (None, 0, ""), CONTEXT_TURN_CHARS)
     return turns
 
 
@@ -141,7 +146,7 @@ async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settin
         return []
     search = SearchRequest(query=request.query, namespace=request.namespace,
                            limit=search_limit(request, widest), rank=RANK,
-                           filters=request.filters)
+                           filters=request.filters, as_of=request.as_of)
     return (await search_memory(store, embedder, redis, settings, search)).results
 
 

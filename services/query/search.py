@@ -366,13 +366,14 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
               rank_parts: dict[str, RankPart] | None = None,
               lines: tuple[int | None, int | None] = (None, None)) -> SearchHit:
     memory_id, chunk_id, text, _, start, end = candidate.row
-    tags, source, metadata, created = fields[:4]
+    tags, source, metadata, created, occurred, landed = fields[:6]
     first, last = lines
-    return SearchHit(**ingesting(fields[4] if len(fields) > 4 else None),
+    return SearchHit(**ingesting(landed),
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), start_line=to_int(first), end_line=to_int(last),
+        created_at=iso_time(created), occurred_at=iso_time(occurred),
+        start_line=to_int(first), end_line=to_int(last),
         why=candidate.why, also_matched=candidate.also_matched,
         entities=entities or [], rank_parts=rank_parts or {},
         more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],

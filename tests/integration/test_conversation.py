@@ -123,7 +123,7 @@ async def test_a_long_turn_is_cut_and_says_so(client, settings):
 async def test_expired_and_replaced_turns_are_left_out(client, settings):
     await call(client, "add_memory", text=TURNS[0], metadata={"thread": "t"})
     gone = (await call(client, "add_memory", text=TURNS[1],
-                       metadata={"thread": "t", "expires_at": 2}))["memory_id"]
+                       metadata={"thread": "t", "expires_in": 2}))["memory_id"]
     old = (await call(client, "add_memory", text=TURNS[2], metadata={"thread": "t"}))[
         "memory_id"]
     new = (await call(client, "add_memory", text=TURNS[3], metadata={"thread": "t"}))[

@@ -32,11 +32,12 @@ def refusal(call, *args) -> str:
 
 
 def test_a_cursor_goes_back_to_where_the_page_ended():
-    cursor = encode_cursor(1_763_938_000_123_456, MEMORY)
+    cursor = encode_cursor(1_700_000_000_000_000, 1_763_938_000_123_456, MEMORY)
     assert cursor.isascii() and "=" not in cursor
-    assert decode_cursor(cursor) == (1_763_938_000_123_456, MEMORY)
+    assert decode_cursor(cursor) == (1_700_000_000_000_000, 1_763_938_000_123_456, MEMORY)
     assert decode_history("t", None, None, cursor) == HistoryRequest(
-        thread="t", before_us=1_763_938_000_123_456, before_id=MEMORY)
+        thread="t", before_us=1_700_000_000_000_000, before_cu=1_763_938_000_123_456,
+        before_id=MEMORY)
     assert decode_history("t", "ns", 3, None) == HistoryRequest(thread="t", namespace="ns",
                                                                 limit=3)
 
