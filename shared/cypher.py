@@ -411,6 +411,22 @@ CONTEXT_HITS = (
     + "WITH m, c, 0.0 AS score" + _RETURN_HIT
 )
 
+# event time (services/query/timeline.py): of the candidates' memories, for the time prior;
+# and of the best results' memories with what currency reads (who said it, the persons their
+# passages name)
+EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at"
+STATEMENT_FACTS = """
+UNWIND $ids AS id MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk {id: id})
+OPTIONAL MATCH (c)-[:MENTIONS]->(e:Entity) WHERE e.type = 'person'
+RETURN id, m.id, m.occurred_at, m.created_at, m.role, collect(e.id)
+"""
+# how close two passages are in meaning: cosine distance of their vectors, a pair per row
+# (written with c. for each vector: cypher_moves.by_prop names the namespace's property)
+CHUNK_SIMILARITY = """
+UNWIND $pairs AS p MATCH (c:Chunk {id: p[0]}) WITH p, c.embedding AS a
+MATCH (c:Chunk {id: p[1]}) RETURN p[0], p[1], vec.cosineDistance(a, c.embedding)
+"""
+
 # the lines the kept hits span (null for chunks written before lines were recorded)
 CHUNK_LINES = """
 UNWIND $ids AS id MATCH (c:Chunk {id: id})

@@ -30,6 +30,7 @@ VECTOR_INDEX = by_prop(cypher.VECTOR_INDEX)
 MERGE_CHUNKS = by_prop(cypher.MERGE_CHUNKS)
 SEARCH_VECTOR = by_prop(cypher.SEARCH_VECTOR)
 SEARCH_EXACT = by_prop(cypher.SEARCH_EXACT)
+CHUNK_SIMILARITY = by_prop(cypher.CHUNK_SIMILARITY)
 
 # the namespace's model, dimension and vector property, and the reembed under way (if any)
 READ_META = """

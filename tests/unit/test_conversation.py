@@ -112,8 +112,9 @@ def test_a_context_stays_in_its_budget_and_counts_its_own_prompt(query, said, fo
     turns = [Turn(memory_id=f"mem_{i:032x}", text=text, metadata={}, created_at="2026")
              for i, text in enumerate(said)]
     memories = [ContextMemory(memory_id=f"mem_{i:032x}", text=text, score=1.0 - i / 10,
-                              why={}, metadata={}, created_at="2026-11-23T10:00:00+00:00",
-                              memory_type="note") for i, text in enumerate(found, 10)]
+                              why={}, metadata={}, created_at="2026-11-24T10:00:00+00:00",
+                              occurred_at="2026-11-23T10:00:00+00:00", memory_type="note")
+                for i, text in enumerate(found, 10)]
     context = fit(request, turns, memories, COUNTER, current, needed)
     info = context.metadata
     whole = fit(msgspec.structs.replace(request, token_budget=100_000), turns, memories,
