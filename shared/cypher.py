@@ -49,6 +49,12 @@ WITH m LIMIT $batch
 SET m.occurred_at = m.created_at
 RETURN count(m)
 """
+MIGRATE_VERSIONS_MARK = """
+OPTIONAL MATCH (m:Memory) WHERE m.superseded_by IS NOT NULL
+WITH count(m) AS replaced WHERE replaced > 0
+MERGE (x:ZapomniMeta {key: 'versions'})
+RETURN 0
+"""
 READ_MODEL = """
 MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
 """
@@ -104,9 +110,13 @@ SEARCH_STATE = """
 CALL db.meta.stats() YIELD labels, relTypes
 OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
 OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
+OPTIONAL MATCH (v:ZapomniMeta {key: 'versions'})
 RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
-       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0)
+       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL
 """
+# a namespace where update_memory has replaced a memory says so (search then reads older
+# versions too, for the current one to inherit what they match: services/query/versions.py)
+MARK_VERSIONS = "MERGE (x:ZapomniMeta {key: 'versions'})"
 
 LINK_CHUNKS = """
 UNWIND $pairs AS p
@@ -426,6 +436,19 @@ CHUNK_SIMILARITY = """
 UNWIND $pairs AS p MATCH (c:Chunk {id: p[0]}) WITH p, c.embedding AS a
 MATCH (c:Chunk {id: p[1]}) RETURN p[0], p[1], vec.cosineDistance(a, c.embedding)
 """
+
+# versions (services/query/versions.py): the memory that replaced each of these, and the
+# chunk of a current version at the place of its older version's match ($wanted: [memory id,
+# chunk idx]; its first chunk if it has fewer), if it passes the filters
+REPLACED_BY = """
+UNWIND $ids AS id MATCH (m:Memory {id: id}) WHERE m.superseded_by IS NOT NULL
+RETURN m.id, m.superseded_by
+"""
+VERSION_HITS = (
+    "UNWIND $wanted AS w MATCH (m:Memory {id: w[0]})-[:HAS_CHUNK]->(c:Chunk) "
+    "WHERE c.idx = CASE WHEN w[1] < m.chunk_count THEN w[1] ELSE 0 END AND " + _FILTER
+    + "WITH m, c, 0.0 AS score" + _RETURN_HIT
+)
 
 # the lines the kept hits span (null for chunks written before lines were recorded)
 CHUNK_LINES = """

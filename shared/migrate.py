@@ -10,7 +10,8 @@ cut short, only repeat work. A new graph is created at the current version.
 Versions:
   1  before event time
   2  Memory.occurred_at (event time, indexed): a memory without one happened when it was
-     added (``occurred_at = created_at``)
+     added (``occurred_at = created_at``); a namespace with replaced memories is marked
+     (ZapomniMeta ``versions``: search reads older versions for the current one)
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 BATCH = 5000  # memories a step changes per statement
-STEPS: dict[int, str] = {2: cypher.MIGRATE_EVENT_TIME}  # the step that reaches each version
+# the steps that reach each version, each run until it changes fewer than BATCH
+STEPS: dict[int, tuple[str, ...]] = {2: (cypher.MIGRATE_EVENT_TIME,
+                                         cypher.MIGRATE_VERSIONS_MARK)}
 
 
 async def schema_version(store: GraphStore, namespace: str) -> int:
@@ -40,12 +43,13 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
     graph = store.graph(namespace)
     changed = 0
     for step in range(version + 1, SCHEMA_VERSION + 1):
-        while True:
-            rows = await run(graph, STEPS[step], {"batch": BATCH})
-            done = int(rows[0][0]) if rows else 0
-            changed += done
-            if done < BATCH:
-                break
+        for query in STEPS[step]:
+            while True:
+                rows = await run(graph, query, {"batch": BATCH})
+                done = int(rows[0][0]) if rows else 0
+                changed += done
+                if done < BATCH:
+                    break
         await run(graph, cypher.WRITE_SCHEMA, {"version": step})
     log.info("namespace %s migrated from schema version %d to %d (%d memories changed)",
              namespace, version, SCHEMA_VERSION, changed)

@@ -68,6 +68,11 @@ def duration(value: Any, field: str) -> float:
     return float(value)
 
 
+def iso_time(seconds: float | None) -> str:
+    """A stored time as results show it: ISO-8601 UTC to the second (+00:00)."""
+    return datetime.fromtimestamp(float(seconds or 0), UTC).isoformat(timespec="seconds")
+
+
 def iso(seconds: float) -> str:
     """Unix seconds as ISO-8601 UTC with a Z, to the second (to the millisecond when the
     point has a fraction): how metadata shows a time it was given in either form."""

@@ -148,6 +148,7 @@ async def supersede(graph: AsyncGraph, memory_id: str) -> str:
             return ""  # the old version was deleted meanwhile: nothing to replace
         was = rows[0][0]
         if was is None or was == memory_id:
+            await run(graph, cypher.MARK_VERSIONS, {}, "ready")
             return old
         old = was  # another version replaced it first: replace the newest
     return ""

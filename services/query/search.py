@@ -13,7 +13,6 @@ import asyncio
 import logging
 import statistics
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -37,6 +36,7 @@ from zapomni.services.query.postings import CACHE as POSTINGS
 from zapomni.services.query.postings import choose_pool, pool_rows, term_postings
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
 from zapomni.services.query.timeline import TOP, asked_order, newer_first, time_prior
+from zapomni.services.query.versions import inherit
 from zapomni.services.query.when import read_time
 from zapomni.shared import cypher, cypher_moves, metrics, vector_cache
 from zapomni.shared.embed import Embedder, to_params
@@ -51,6 +51,7 @@ from zapomni.shared.messages import (
     SearchResponse,
 )
 from zapomni.shared.settings import Settings
+from zapomni.shared.times import iso_time
 from zapomni.shared.vector_cache import VectorCache
 from zapomni.shared.words import count_words
 
@@ -107,6 +108,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     graph = store.graph(request.namespace)
     graph.vector_prop = state.prop
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
+    # older versions of updated memories are read too, for the current ones to inherit
+    inheriting = state.versions and not request.filters.include_superseded
+    params["superseded"] = params["superseded"] or inheriting
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
@@ -130,6 +134,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                 graph, candidates, params, settings.weight_context))
     else:
         candidates = single(request.mode, ranked[request.mode])
+    if inheriting:
+        candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
     when = read_time(request.query, request.as_of or time.time())
     kept = await time_prior(graph, kept, when)
@@ -403,6 +409,3 @@ def ingesting(landed: list[int] | None) -> dict[str, Any]:
 def to_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
-
-def iso_time(ts: float | None) -> str:
-    return datetime.fromtimestamp(float(ts or 0), UTC).isoformat(timespec="seconds")

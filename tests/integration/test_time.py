@@ -141,3 +141,25 @@ async def test_the_newer_statement_first_kraków_and_gdańsk(client, settings):
     assert context["memories"][0]["memory_id"] == gdansk
     outdated = next(m for m in context["memories"] if m["memory_id"] == krakow)
     assert outdated["outdated_by"] == gdansk
+
+
+async def test_a_new_version_inherits_what_its_older_version_matches(client, settings):
+    """update_memory stays the strong form: the question in the first statement's words
+    finds the current version, which says whose match it inherited; the old one is never
+    shown unless asked for."""
+    old = await add(client, "Ilyas works at Hollowpine Games.", namespace="jobs")
+    await add(client, "Ilyas switched gym day to Tuesday.", namespace="jobs")
+    await add(client, "Ilyas reports to Noor.", namespace="jobs")
+    await run_workers(settings)
+    new = (await call(client, "update_memory", memory_id=old, namespace="jobs",
+                      text="Ilyas left for a new job at Glasswing."))["memory_id"]
+    await run_workers(settings)
+    hits = (await call(client, "search_memory", query="Where does Ilyas work?",
+                       namespace="jobs"))["results"]
+    assert hits[0]["memory_id"] == new and old not in [h["memory_id"] for h in hits]
+    assert hits[0]["why"]["version"]["older"] == old
+    assert hits[0]["text"] == "Ilyas left for a new job at Glasswing."
+    both = (await call(client, "search_memory", query="Where does Ilyas work?",
+                       namespace="jobs", filters={"include_superseded": True}))["results"]
+    assert old in [h["memory_id"] for h in both]
+    assert all("version" not in h["why"] for h in both)
