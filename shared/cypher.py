@@ -422,13 +422,11 @@ CONTEXT_HITS = (
 )
 
 # event time (services/query/timeline.py): of the candidates' memories, for the time prior;
-# and of the best results' memories with what currency reads (who said it, the persons their
-# passages name)
+# and of the best results' memories, with who said them, for currency
 EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at"
 STATEMENT_FACTS = """
-UNWIND $ids AS id MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk {id: id})
-OPTIONAL MATCH (c)-[:MENTIONS]->(e:Entity) WHERE e.type = 'person'
-RETURN id, m.id, m.occurred_at, m.created_at, m.role, collect(e.id)
+UNWIND $ids AS id MATCH (m:Memory {id: id})
+RETURN m.id, m.occurred_at, m.created_at, m.role
 """
 # how close two passages are in meaning: cosine distance of their vectors, a pair per row
 # (written with c. for each vector: cypher_moves.by_prop names the namespace's property)

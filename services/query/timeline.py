@@ -10,10 +10,12 @@ nothing is left out, so a window with no memory in it still returns the best mat
 Currency (``newer_first``): memories that state different values for the same thing ("I live
 in Kraków" ... "I moved to Gdańsk") are found among the best TOP results without an LLM:
 
-- the same subject: both name a person (graph entities of type person) and share one, or
-  neither names a person and both are said in the first person by the same role (or both
-  in none);
-- close in meaning: the cosine of their passages' vectors is at least SIMILAR;
+- the same subject (``subject_of``): said by the same role and the same speaker named in the
+  text ("[date] Caroline: ..."), and both in the first person, or both starting with the same
+  name ("Mira lives in Lisbon" / "Mira has moved to Porto"), or neither;
+- close in meaning, different in content: the cosine of their passages' vectors is at
+  least SIMILAR (SIMILAR_CHANGED when the newer one says something changed) and below
+  RESTATED;
 - a pair: each is the other's closest such statement on its side of time (the newer's
   closest older one, the older's closest newer one), so a fact changed twice is a chain and
   a statement about another thing of the same subject does not join it.
@@ -49,11 +51,20 @@ TOP = 20  # the best distinct memories compared for currency
 # (MiniLM: "I live in Kraków." / "I moved to Gdańsk last month." 0.58; "Mira lives in
 # Lisbon." / "Mira works at Orbitech." 0.62 is told apart by the pairing, not by this)
 SIMILAR = 0.45
+# ... and below which: closer than this, one says again what the other said (a restatement:
+# "... in the morning" / "... in the mornings", 0.98), nothing changed
+RESTATED = 0.95
 # ... and at or above which, when the newer one says that something changed (CHANGED)
 SIMILAR_CHANGED = 0.3
 CHANGED = re.compile(r"\b(now|moved|switched|changed|new|no longer|any ?more|instead|left|"
                      r"quit|became|replaced|gave up|took up|started|since|finally)\b",
                      re.IGNORECASE)
+# a speaker named at the start of a turn's text, after an optional [date]
+SPEAKER = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*)?([A-Z][\w'.-]{0,30}):\s")
+LEADING = re.compile(r"^\W*(?:(?i:the|a|an|our|his|her|their|its)\s+)?([A-Z][\w'-]*)")
+NOT_NAMES = frozenset({"The", "A", "An", "This", "That", "These", "Those", "It", "He", "She",
+                       "They", "You", "Your", "There", "Here", "What", "When", "Where",
+                       "Yes", "No", "Oh", "Ok", "Okay", "Thanks", "Thank", "Sure", "Well"})
 FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b",
                           re.IGNORECASE)
 PRESENT = re.compile(r"^\W*(?:what|where|who|whom|whose|which|how|when|is|are|am|does|do|"
@@ -97,22 +108,18 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate],
     return sorted(out, key=lambda c: (-c.score, c.row[1]))
 
 
-def subject_of(text: str, role: str | None, persons: list[str]) -> tuple[str, ...]:
-    """Who a statement is about, and who said it: the speaker ("self") when it speaks in
-    the first person, else the persons it names, else nobody said; then the role."""
+def subject_of(text: str, role: str | None) -> tuple[str, str, str]:
+    """Who said a statement and whom it is about: its role, the speaker its text names
+    ("[date] Caroline: ..."), and "self" when it speaks in the first person, else the name
+    it starts with ("Mira has moved to Porto": Mira), else ''."""
+    speaker = ""
+    named = SPEAKER.match(text)
+    if named:
+        speaker, text = named[1], text[named.end():]
     if FIRST_PERSON.search(text):
-        return (role or "", "self")
-    return (role or "", *sorted(persons))
-
-
-def same_subject(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Said by the same role, about the speaker both times, or naming a person in common,
-    or (naming no one) about nobody said."""
-    if a[0] != b[0]:
-        return False
-    if len(a) == 1 or len(b) == 1:
-        return a == b
-    return bool(set(a[1:]) & set(b[1:]))
+        return role or "", speaker, "self"
+    lead = next((w for w in LEADING.findall(text[:80]) if w not in NOT_NAMES), "")
+    return role or "", speaker, lead
 
 
 async def newer_first(graph: AsyncGraph, candidates: list[Candidate], order: str,
@@ -128,7 +135,7 @@ async def newer_first(graph: AsyncGraph, candidates: list[Candidate], order: str
     facts = await statement_facts(graph, [candidates[i] for i in firsts.values()])
     pairs = [(a, b) for n, a in enumerate(firsts) for b in list(firsts)[n + 1:]
              if a in facts and b in facts and facts[a][0] != facts[b][0]
-             and same_subject(facts[a][1], facts[b][1])]
+             and facts[a][1] == facts[b][1]]
     if not pairs:
         return candidates
     texts = {m: candidates[i].row[2] for m, i in firsts.items()}
@@ -139,12 +146,11 @@ async def newer_first(graph: AsyncGraph, candidates: list[Candidate], order: str
 
 
 async def statement_facts(graph: AsyncGraph, best: list[Candidate]
-                          ) -> dict[str, tuple[tuple[float, float], tuple[str, ...]]]:
+                          ) -> dict[str, tuple[tuple[float, float], tuple[str, str, str]]]:
     """Each memory's (event time, time added) and subject."""
-    rows = await run_cells(graph, cypher.STATEMENT_FACTS, {"ids": [c.row[1] for c in best]})
-    text = {c.row[1]: c.row[2] for c in best}
-    return {row[1]: ((float(row[2] or 0), float(row[3] or 0)),
-                     subject_of(text[row[0]], row[4], list(row[5] or [])))
+    rows = await run_cells(graph, cypher.STATEMENT_FACTS, {"ids": [c.memory_id for c in best]})
+    text = {c.memory_id: c.row[2] for c in best}
+    return {row[0]: ((float(row[1]), float(row[2])), subject_of(text[row[0]], row[3]))
             for row in rows}
 
 
@@ -167,7 +173,7 @@ def pair_statements(pairs: list[tuple[str, str]], sims: dict[tuple[str, str], fl
     older: dict[str, tuple[float, str]] = {}
     for (a, b), sim in sims.items():
         old, new = (a, b) if times[a] < times[b] else (b, a)
-        if sim < (SIMILAR_CHANGED if new in changes else SIMILAR):
+        if not (SIMILAR_CHANGED if new in changes else SIMILAR) <= sim < RESTATED:
             continue
         if sim > newer.get(old, (-1.0, ""))[0]:
             newer[old] = (sim, new)

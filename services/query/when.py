@@ -42,7 +42,7 @@ LATEST = re.compile(r"\b(now|currently|current|these days|nowadays|at the moment
                     r"presently|latest|most recent(?:ly)?|newest|any ?more|still)\b")
 EARLIEST = re.compile(r"\b(initially|originally|at first|at the (?:start|beginning)|"
                       r"in the beginning|(?:the|my|our|his|her|their) first|first time|"
-                      r"used to|previously|formerly|earlier|before(?=\s*(?:[?.!]|$|that\b|"
+                      r"used to|use to|previously|formerly|earlier|before(?=\s*(?:[?.!]|$|that\b|"
                       r"then\b)))")
 
 
