@@ -423,7 +423,7 @@ CONTEXT_HITS = (
 
 # event time (services/query/timeline.py): of the candidates' memories, for the time prior;
 # and of the best results' memories, with who said them, for currency
-EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at"
+EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at, m.role"
 STATEMENT_FACTS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})
 RETURN m.id, m.occurred_at, m.created_at, m.role

@@ -138,7 +138,7 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
         candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
     when = read_time(request.query, request.as_of or time.time())
-    kept = await time_prior(graph, kept, when)
+    kept = await time_prior(graph, kept, when, request.query)
     results = await shape_results(graph, kept, request, settings,
                                   asked_order(when, request.query))
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)

@@ -46,6 +46,9 @@ from zapomni.shared.times import iso
 # a candidate in the window gains this share of its score (measured on LongMemEval-S dev's
 # questions with time words: docs/benchmarks.md, "LongMemEval")
 TIME_WEIGHT = 0.1
+# a first-person question's candidates said by the user gain this share of their score (0:
+# off; measured on LongMemEval-S dev by type: docs/benchmarks.md, "LongMemEval")
+USER_WEIGHT = 0.0
 TOP = 20  # the best distinct memories compared for currency
 # cosine at or above which two statements of one subject may be about the same thing
 # (MiniLM: "I live in Kraków." / "I moved to Gdańsk last month." 0.58; "Mira lives in
@@ -83,27 +86,33 @@ def asked_order(when: When, query: str) -> str:
     return ""
 
 
-async def time_prior(graph: AsyncGraph, candidates: list[Candidate],
-                     when: When) -> list[Candidate]:
+async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
+                     query: str = "") -> list[Candidate]:
     """The candidates re-scored by how well their event time fits the window (see the
-    module's docstring), best first. Unchanged without a window."""
-    if not when.window or not candidates:
+    module's docstring), and (USER_WEIGHT > 0) by whether the user said them when the
+    question is in the first person; best first. Unchanged when neither applies."""
+    mine = USER_WEIGHT > 0 and bool(FIRST_PERSON.search(query))
+    if not (when.window or mine) or not candidates:
         return candidates
     rows = await run_cells(graph, cypher.EVENT_TIMES,
                            {"ids": sorted({c.memory_id for c in candidates})})
     at = {row[0]: float(row[1]) for row in rows if row[1] is not None}
+    users = {row[0] for row in rows if row[2] == "user"} if mine else set()
     window = [None if when.lo is None else iso(when.lo), None if when.hi is None
               else iso(when.hi)]
     fits = [closeness(at[c.memory_id], when) if c.memory_id in at else 0.0
-            for c in candidates]
+            for c in candidates] if when.window else [0.0] * len(candidates)
     order = sorted(range(len(candidates)), key=lambda i: -fits[i])
     fit_rank = {i: rank for rank, i in enumerate(order, start=1)}
     out = []
     for i, (candidate, fit) in enumerate(zip(candidates, fits, strict=True)):
+        why = dict(candidate.why)
         points = round(TIME_WEIGHT * fit * max(candidate.score, 0.0), 6)
-        why = {**candidate.why, "time": SignalMatch(
-            rank=fit_rank[i], score=round(fit, 6), words=when.words, window=window,
-            points=points)}
+        if when.window:
+            why["time"] = SignalMatch(rank=fit_rank[i], score=round(fit, 6),
+                                      words=when.words, window=window, points=points)
+        if candidate.memory_id in users:
+            points += round(USER_WEIGHT * max(candidate.score, 0.0), 6)
         out.append(replace(candidate, score=round(candidate.score + points, 6), why=why))
     return sorted(out, key=lambda c: (-c.score, c.row[1]))
 

@@ -2,6 +2,7 @@
 
     ./dev bench longmemeval [--store turns sessions] [--questions N] [--workers 2]
                             [--ranks relevance memory] [--no-as-of] [--dump FILE]
+                            [--tune timeline.TIME_WEIGHT=0.2 ...]
 
 ../shared/data/longmemeval_s_dev/questions.jsonl.gz: 98 questions of LongMemEval-S (cleaned),
 a fifth of each type, each over its own haystack of ~50 chat sessions (~500 turns). The 7
@@ -26,8 +27,10 @@ the first k results. Per question type and overall.
 The haystacks stay in a store of their own under tests/bench/.cache (longmemeval-turns,
 longmemeval-sessions: FalkorDB's snapshot, with the chunk vectors), so a run that stops
 resumes at the first question not fully ingested, and a later run only asks the questions
-(delete the folder to ingest again, e.g. after a change to what ingest stores). Prints tables;
-writes tests/bench/results/longmemeval-<store>.json.
+(delete the folder to ingest again, e.g. after a change to what ingest stores). ``--tune``
+sets a measured constant of a query-service module for the run (the service runs in this
+process), to measure another value. Prints tables; writes
+tests/bench/results/longmemeval-<store>.json.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import gzip
+import importlib
 import json
 import math
 import re
@@ -328,7 +332,14 @@ async def main() -> None:
     parser.add_argument("--no-as-of", action="store_true",
                         help="ask without as_of (the question's date)")
     parser.add_argument("--dump", type=Path, help="write each question's results here (JSON)")
+    parser.add_argument("--tune", nargs="+", default=[], metavar="MODULE.NAME=VALUE",
+                        help="a constant of zapomni.services.query.MODULE for this run")
     args = parser.parse_args()
+    for tune in args.tune:
+        name, value = tune.split("=", 1)
+        module, constant = name.rsplit(".", 1)
+        target = importlib.import_module(f"zapomni.services.query.{module}")
+        setattr(target, constant, type(getattr(target, constant))(value))
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "runs": []}
     dump: list | None = [] if args.dump else None
     for store in args.store:

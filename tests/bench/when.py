@@ -56,7 +56,7 @@ def parse_cost(questions: list[tuple[str, float]], rounds: int) -> dict:
                                                                    1)}
 
 
-async def identity_prior(graph, candidates, when):
+async def identity_prior(graph, candidates, when, query=""):
     return candidates
 
 
