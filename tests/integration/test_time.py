@@ -3,14 +3,20 @@ fastmcp's client, the real query service, real workers and FalkorDB (issue 32)."
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 from datetime import datetime
 
 import pytest
 from fastmcp import Client
 
+from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
+from zapomni.services.cli.moves import run_migrate
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.migrate import SCHEMA_VERSION, schema_version
 
 MAY_2023 = datetime.fromisoformat("2023-05-26T12:00:00+00:00").timestamp()
 
@@ -163,3 +169,40 @@ async def test_a_new_version_inherits_what_its_older_version_matches(client, set
                        namespace="jobs", filters={"include_superseded": True}))["results"]
     assert old in [h["memory_id"] for h in both]
     assert all("version" not in h["why"] for h in both)
+
+
+async def test_a_store_of_the_shape_before_event_time_is_migrated(client, settings,
+                                                                monkeypatch):
+    """Memories written before event time (no occurred_at, no shape version): a worker
+    migrates them when it starts, `zapomni migrate` by hand; afterwards they are listed by
+    the time they were added, and the namespace says version 2."""
+    kept = await add(client, "The old shed was painted green.", namespace="old")
+    await add(client, "The old gate squeaks in the wind.", namespace="older")
+    await run_workers(settings)
+    store = GraphStore(settings)
+
+    async def as_before(namespace: str) -> None:
+        graph = store.graph(namespace)
+        await run(graph, "MATCH (m:Memory) REMOVE m.occurred_at")
+        await run(graph, "MATCH (x:ZapomniMeta {key: 'schema'}) DELETE x")
+        assert await schema_version(store, namespace) == 1
+
+    try:
+        await as_before("old")
+        await as_before("older")
+        await run_workers(settings)  # a worker starts (and stops: nothing is queued)
+        assert await schema_version(store, "old") == SCHEMA_VERSION
+        assert await query(settings, "MATCH (m:Memory) RETURN m.occurred_at = m.created_at",
+                           namespace="old") == [[True]]
+        await as_before("older")
+        monkeypatch.setenv("ZAPOMNI_FALKORDB_URL", settings.falkordb_url)
+        monkeypatch.setenv("ZAPOMNI_REDIS_URL", settings.redis_url)
+        assert await asyncio.to_thread(run_migrate, argparse.Namespace()) == 0
+        assert await schema_version(store, "older") == SCHEMA_VERSION
+        assert await query(settings, "MATCH (m:Memory) RETURN m.occurred_at = m.created_at",
+                           namespace="older") == [[True]]
+    finally:
+        await store.aclose()
+    listed = await call(client, "list_memories", namespace="old")
+    assert [m["memory_id"] for m in listed["memories"]] == [kept]
+    assert listed["memories"][0]["occurred_at"] == listed["memories"][0]["created_at"]
