@@ -426,7 +426,7 @@ CONTEXT_HITS = (
 EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at, m.role"
 STATEMENT_FACTS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})
-RETURN m.id, m.occurred_at, m.created_at, m.role
+RETURN m.id, m.occurred_at, m.created_at, m.role, coalesce(m.thread, '') <> ''
 """
 # how close two passages are in meaning: cosine distance of their vectors, a pair per row
 # (written with c. for each vector: cypher_moves.by_prop names the namespace's property)

@@ -7,7 +7,8 @@ event time fits the window (1 inside, halving every half-width outside). It only
 nothing is left out, so a window with no memory in it still returns the best matches.
 ``why.time`` shows the words, the window and the points added.
 
-Currency (``newer_first``): memories that state different values for the same thing ("I live
+Currency (``newer_first``): statements (memories said by a ``role`` or in a ``thread``: a
+conversation's turns, not documents) that state different values for the same thing ("I live
 in Kraków" ... "I moved to Gdańsk") are found among the best TOP results without an LLM:
 
 - the same subject (``subject_of``): said by the same role and the same speaker named in the
@@ -156,11 +157,12 @@ async def newer_first(graph: AsyncGraph, candidates: list[Candidate], order: str
 
 async def statement_facts(graph: AsyncGraph, best: list[Candidate]
                           ) -> dict[str, tuple[tuple[float, float], tuple[str, str, str]]]:
-    """Each memory's (event time, time added) and subject."""
+    """Each statement's (event time, time added) and subject: the memories said by a role or
+    in a thread (a conversation's turns); a document is no statement."""
     rows = await run_cells(graph, cypher.STATEMENT_FACTS, {"ids": [c.memory_id for c in best]})
     text = {c.memory_id: c.row[2] for c in best}
     return {row[0]: ((float(row[1]), float(row[2])), subject_of(text[row[0]], row[3]))
-            for row in rows}
+            for row in rows if row[3] or row[4]}
 
 
 async def similarities(graph: AsyncGraph, candidates: list[Candidate], firsts: dict[str, int],
