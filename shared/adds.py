@@ -114,7 +114,8 @@ def ingest_job(memory: AddMemory, record: TaskRecord, after: str) -> IngestJob:
                      thread=memory.thread, after=after, gen=record.gen,
                      importance=memory.importance, memory_type=memory.memory_type,
                      pinned=memory.pinned, expires_at=memory.expires_at,
-                     supersedes=memory.supersedes, line_offset=memory.line_offset)
+                     supersedes=memory.supersedes, line_offset=memory.line_offset,
+                     occurred_at=memory.occurred_at, role=memory.role)
 
 
 def digest(memory: AddMemory) -> str:

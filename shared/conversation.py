@@ -20,12 +20,13 @@ from tokenizers import Tokenizer
 from zapomni.shared.embed_onnx import load_tokenizer
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.messages import ContextRequest, HistoryRequest, MemoryId
+from zapomni.shared.times import point_in_time
 from zapomni.shared.validation import check_namespace, convert, decode_filters, json_kind
 
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
 MAX_CURSOR_CHARS = 200
 _encode = msgspec.json.Encoder().encode
-_decode_cursor = msgspec.json.Decoder(tuple[int, MemoryId]).decode
+_decode_cursor = msgspec.json.Decoder(tuple[int, int, MemoryId]).decode
 
 
 class TokenCounter:
@@ -41,14 +42,16 @@ class TokenCounter:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-def encode_cursor(created_us: int, memory_id: str) -> str:
+def encode_cursor(occurred_us: int, created_us: int, memory_id: str) -> str:
     """get_history's ``next_before``: where the page ended (the oldest turn it holds: its
-    created_at in whole microseconds, and its id)."""
-    return base64.urlsafe_b64encode(_encode([created_us, memory_id])).decode().rstrip("=")
+    occurred_at and created_at in whole microseconds, and its id)."""
+    return base64.urlsafe_b64encode(_encode([occurred_us, created_us, memory_id])).decode() \
+        .rstrip("=")
 
 
-def decode_cursor(value: Any, field: str = "before") -> tuple[int, str]:
-    """A cursor from encode_cursor -> (created_us, memory id); anything else is refused."""
+def decode_cursor(value: Any, field: str = "before") -> tuple[int, int, str]:
+    """A cursor from encode_cursor -> (occurred_us, created_us, memory id); anything else is
+    refused."""
     wrong = InvalidInput(f"{field}: not a cursor from get_history; pass the next_before of an "
                          "earlier answer as it is, or leave it out for the newest turns")
     if not isinstance(value, str) or not 0 < len(value) <= MAX_CURSOR_CHARS:
@@ -80,14 +83,15 @@ def check_utf8(text: str, field: str) -> str:
 
 def decode_history(thread: Any, namespace: Any, limit: Any, before: Any) -> HistoryRequest:
     """get_history's arguments -> HistoryRequest."""
-    at, memory_id = (None, "") if before is None else decode_cursor(before)
+    at, added, memory_id = (None, 0, "") if before is None else decode_cursor(before)
     return convert({"thread": check_thread(thread), "namespace": check_namespace(namespace),
                     "limit": 16 if limit is None else limit, "before_us": at,
-                    "before_id": memory_id}, HistoryRequest)
+                    "before_cu": added, "before_id": memory_id}, HistoryRequest)
 
 
 def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
-                   history_turns: Any, memories: Any, filters: Any = None) -> ContextRequest:
+                   history_turns: Any, memories: Any, filters: Any = None,
+                   as_of: Any = None) -> ContextRequest:
     """build_context's arguments -> ContextRequest (the query stripped, as search's is)."""
     if isinstance(query, str):
         query = query.strip()
@@ -95,7 +99,8 @@ def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
             raise InvalidInput("query: must not be empty or only whitespace")
         check_utf8(query, "query")  # its length (1-2,000) is the Struct's to check
     data = {"query": query, "namespace": check_namespace(namespace),
-            "thread": None if thread is None else check_thread(thread)}
+            "thread": None if thread is None else check_thread(thread),
+            "as_of": None if as_of is None else point_in_time(as_of, "as_of")}
     for name, value in (("token_budget", token_budget), ("history_turns", history_turns),
                         ("memories", memories)):
         if value is not None:

@@ -14,6 +14,7 @@ SCHEMA = (
     "CREATE INDEX FOR (x:ZapomniMeta) ON (x.key)",
     "CREATE INDEX FOR (m:Memory) ON (m.id)",
     "CREATE INDEX FOR (m:Memory) ON (m.created_at)",
+    "CREATE INDEX FOR (m:Memory) ON (m.occurred_at)",
     "CREATE INDEX FOR (m:Memory) ON (m.source)",
     "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
     "CREATE INDEX FOR (m:Memory) ON (m.after)",
@@ -39,6 +40,21 @@ ON CREATE SET x.model = $model, x.dim = $dim, x.created_at = $now
 RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), x.next_model, x.next_dim
 """
 INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
+# the stored shape's version (shared/migrate.py), and its steps
+READ_SCHEMA = "MATCH (x:ZapomniMeta {key: 'schema'}) RETURN x.version"
+WRITE_SCHEMA = "MERGE (x:ZapomniMeta {key: 'schema'}) SET x.version = $version"
+MIGRATE_EVENT_TIME = """
+MATCH (m:Memory) WHERE m.occurred_at IS NULL
+WITH m LIMIT $batch
+SET m.occurred_at = m.created_at
+RETURN count(m)
+"""
+MIGRATE_VERSIONS_MARK = """
+OPTIONAL MATCH (m:Memory) WHERE m.superseded_by IS NOT NULL
+WITH count(m) AS replaced WHERE replaced > 0
+MERGE (x:ZapomniMeta {key: 'versions'})
+RETURN 0
+"""
 READ_MODEL = """
 MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
 """
@@ -59,7 +75,8 @@ SET m.namespace = $namespace, m.content_hash = $content_hash, m.text = $text,
     m.landing = CASE WHEN same THEN m.landing ELSE null END,
     m.thread = $thread, m.importance = $importance, m.memory_type = $memory_type,
     m.pinned = $pinned, m.expires_at = $expires_at, m.supersedes = $supersedes,
-    m.line_offset = $line_offset
+    m.line_offset = $line_offset, m.occurred_at = coalesce($occurred_at, $created_at),
+    m.role = $role
 RETURN count(m)
 """
 
@@ -93,9 +110,13 @@ SEARCH_STATE = """
 CALL db.meta.stats() YIELD labels, relTypes
 OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
 OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
+OPTIONAL MATCH (v:ZapomniMeta {key: 'versions'})
 RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
-       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0)
+       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL
 """
+# a namespace where update_memory has replaced a memory says so (search then reads older
+# versions too, for the current one to inherit what they match: services/query/versions.py)
+MARK_VERSIONS = "MERGE (x:ZapomniMeta {key: 'versions'})"
 
 LINK_CHUNKS = """
 UNWIND $pairs AS p
@@ -319,8 +340,8 @@ AND ($source_prefix IS NULL OR m.source STARTS WITH $source_prefix)
 AND ($tags IS NULL OR any(t IN m.tags WHERE t IN $tags))
 AND ($tags_all IS NULL OR all(t IN $tags_all WHERE t IN m.tags))
 AND ($meta_kv IS NULL OR all(kv IN $meta_kv WHERE kv IN m.meta_kv))
-AND ($after IS NULL OR m.created_at >= $after)
-AND ($before IS NULL OR m.created_at < $before)
+AND ($after IS NULL OR m.occurred_at >= $after)
+AND ($before IS NULL OR m.occurred_at < $before)
 """
 # what ranking, BM25 and folding need; the memory's fields come for the kept hits only
 # (MEMORY_FIELDS): the client parses every cell in Python, ~3 us each
@@ -402,6 +423,33 @@ CONTEXT_HITS = (
     + "WITH m, c, 0.0 AS score" + _RETURN_HIT
 )
 
+# event time (services/query/timeline.py): of the candidates' memories, for the time prior;
+# and of the best results' memories, with who said them, for currency
+EVENT_TIMES = "UNWIND $ids AS id MATCH (m:Memory {id: id}) RETURN m.id, m.occurred_at, m.role"
+STATEMENT_FACTS = """
+UNWIND $ids AS id MATCH (m:Memory {id: id})
+RETURN m.id, m.occurred_at, m.created_at, m.role, coalesce(m.thread, '') <> ''
+"""
+# how close two passages are in meaning: cosine distance of their vectors, a pair per row
+# (written with c. for each vector: cypher_moves.by_prop names the namespace's property)
+CHUNK_SIMILARITY = """
+UNWIND $pairs AS p MATCH (c:Chunk {id: p[0]}) WITH p, c.embedding AS a
+MATCH (c:Chunk {id: p[1]}) RETURN p[0], p[1], vec.cosineDistance(a, c.embedding)
+"""
+
+# versions (services/query/versions.py): the memory that replaced each of these, and the
+# chunk of a current version at the place of its older version's match ($wanted: [memory id,
+# chunk idx]; its first chunk if it has fewer), if it passes the filters
+REPLACED_BY = """
+UNWIND $ids AS id MATCH (m:Memory {id: id}) WHERE m.superseded_by IS NOT NULL
+RETURN m.id, m.superseded_by
+"""
+VERSION_HITS = (
+    "UNWIND $wanted AS w MATCH (m:Memory {id: w[0]})-[:HAS_CHUNK]->(c:Chunk) "
+    "WHERE c.idx = CASE WHEN w[1] < m.chunk_count THEN w[1] ELSE 0 END AND " + _FILTER
+    + "WITH m, c, 0.0 AS score" + _RETURN_HIT
+)
+
 # the lines the kept hits span (null for chunks written before lines were recorded)
 CHUNK_LINES = """
 UNWIND $ids AS id MATCH (c:Chunk {id: id})
@@ -411,14 +459,15 @@ RETURN c.id, c.start_line, c.end_line
 # a memory still ingesting: [parts written, parts], null once complete
 _LANDED = ("CASE WHEN m.ready THEN null "
            "ELSE [coalesce(m.parts_done, 0), coalesce(m.parts, 0)] END")
+# (shape_hit reads these columns; RANK_FIELDS adds to them)
 MEMORY_FIELDS = """
 UNWIND $ids AS id MATCH (m:Memory {id: id})
-RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED
+RETURN m.id, m.tags, m.source, m.metadata, m.created_at, m.occurred_at, """ + _LANDED
 
 GET_MEMORY = """
 MATCH (m:Memory {id: $id})
 RETURN m.id, m.text, m.tags, m.source, m.metadata, m.created_at, m.chunk_count, m.ready,
-       m.expires_at, m.task_id, """ + _LANDED
+       m.expires_at, m.task_id, """ + _LANDED + ", m.occurred_at"
 
 COUNT_MEMORIES = """
 MATCH (m:Memory)
@@ -498,7 +547,8 @@ UPDATE_METADATA = """
 MATCH (m:Memory {id: $id}) WHERE m.ready = true
 SET m.tags = $tags, m.source = $source, m.metadata = $metadata, m.meta_kv = $meta_kv,
     m.importance = $importance, m.memory_type = $memory_type, m.pinned = $pinned,
-    m.expires_at = $expires_at
+    m.expires_at = $expires_at, m.occurred_at = coalesce($occurred_at, m.created_at),
+    m.role = $role
 RETURN count(m)
 """
 # a new version has become searchable: it replaces $old, unless another version replaced
@@ -539,22 +589,24 @@ RETURN m.id, m.supersedes, m.superseded_by, m.created_at, m.ready
 # what list_memories shows: what VISIBLE shows (not expired, not an older version unless
 # asked for) and memories still being ingested (their state says so), with search's filters
 _LISTED = VISIBLE.replace(_SEARCHABLE, "", 1) + _FILTER.removeprefix(VISIBLE)
-# A page is ordered by creation time, then id, and cut by keyset after the last row of the
-# page before ($us, $id; for the first page, a key past every memory). FalkorDB returns
-# doubles with 15 significant digits, so the key is the time in whole microseconds (exact).
-# Only the page's memories are projected (ORDER BY + LIMIT first), their text up to $head
-# characters. *_IN reads a window of created_at, $lo to $hi, through its index, and
-# services/query/listing.py widens the window until it holds a page; *_ALL reads every
-# memory that passes the filters (measured at 50k memories: ~7 ms for a window of a page,
-# ~80 ms for all)
-_LIST_KEY = " WITH m, toInteger(m.created_at * 1000000) AS us "
-_LIST_ROW = (" RETURN m.id, us, substring(m.text, 0, $head), m.tags, m.source, m.metadata, "
-             "m.created_at, m.chunk_count, m.ready, coalesce(m.task_id, '')")
-_LIST_WINDOW = "m.created_at >= $lo AND m.created_at <= $hi AND "
-_LIST_NEWER = ("WHERE us < $us OR (us = $us AND m.id < $id) "
-               "WITH m, us ORDER BY us DESC, m.id DESC LIMIT $limit")
-_LIST_OLDER = ("WHERE us > $us OR (us = $us AND m.id > $id) "
-               "WITH m, us ORDER BY us, m.id LIMIT $limit")
+# A page is ordered by event time (occurred_at), then creation time, then id, and cut by
+# keyset after the last row of the page before ($us, $cu, $id; for the first page, a key
+# past every memory). FalkorDB returns doubles with 15 significant digits, so the keys are
+# times in whole microseconds (exact). Only the page's memories are projected (ORDER BY +
+# LIMIT first), their text up to $head characters. *_IN reads a window of occurred_at, $lo
+# to $hi, through its index, and services/query/listing.py widens the window until it holds
+# a page; *_ALL reads every memory that passes the filters (measured at 50k memories: ~7 ms
+# for a window of a page, ~80 ms for all)
+_LIST_KEY = (" WITH m, toInteger(m.occurred_at * 1000000) AS us, "
+             "toInteger(m.created_at * 1000000) AS cu ")
+_LIST_ROW = (" RETURN m.id, us, cu, substring(m.text, 0, $head), m.tags, m.source, "
+             "m.metadata, m.created_at, m.chunk_count, m.ready, coalesce(m.task_id, ''), "
+             "m.occurred_at")
+_LIST_WINDOW = "m.occurred_at >= $lo AND m.occurred_at <= $hi AND "
+_LIST_NEWER = ("WHERE us < $us OR (us = $us AND (cu < $cu OR (cu = $cu AND m.id < $id))) "
+               "WITH m, us, cu ORDER BY us DESC, cu DESC, m.id DESC LIMIT $limit")
+_LIST_OLDER = ("WHERE us > $us OR (us = $us AND (cu > $cu OR (cu = $cu AND m.id > $id))) "
+               "WITH m, us, cu ORDER BY us, cu, m.id LIMIT $limit")
 LIST_NEWEST_ALL = "MATCH (m:Memory) WHERE " + _LISTED + _LIST_KEY + _LIST_NEWER + _LIST_ROW
 LIST_NEWEST_IN = ("MATCH (m:Memory) WHERE " + _LIST_WINDOW + _LISTED + _LIST_KEY + _LIST_NEWER
                   + _LIST_ROW)
@@ -596,25 +648,22 @@ SET m.access_count = coalesce(m.access_count, 0) + n,
 RETURN count(m)
 """
 # what rank="memory" reads of the candidates' memories: MEMORY_FIELDS and the memory's parts
-RANK_FIELDS = """
-UNWIND $ids AS id MATCH (m:Memory {id: id})
-RETURN m.id, m.tags, m.source, m.metadata, m.created_at, """ + _LANDED + """,
-       m.importance, m.access_count, m.accessed_at
-"""
+RANK_FIELDS = MEMORY_FIELDS + ", m.importance, m.access_count, m.accessed_at"
 
 # ---- context: a thread's turns (get_history, build_context) ----
-# the newest $limit turns of a thread (m.thread, indexed) before the cursor ($before_us,
-# $before_id: the oldest turn already seen; null for the newest), newest first, complete
-# ones only (not one whose parts are still landing). Times are
-# compared as whole microseconds computed here: a float read back by the client has lost
-# digits, so a page would overlap the one before. Texts are cut to $chars here, so a long
-# memory in a thread never crosses the wire whole
+# the newest $limit turns of a thread (m.thread, indexed) by event time, then time added,
+# then id, before the cursor ($before_us, $before_cu, $before_id: the oldest turn already
+# seen; null for the newest), newest first, complete ones only (not one whose parts are
+# still landing). Times are compared as whole microseconds computed here: a float read back
+# by the client has lost digits, so a page would overlap the one before. Texts are cut to
+# $chars here, so a long memory in a thread never crosses the wire whole
 THREAD_TURNS = """
 MATCH (m:Memory) WHERE m.thread = $thread AND """ + VISIBLE.replace(
     _SEARCHABLE, "m.ready = true AND", 1) + """
-WITH m, toInteger(m.created_at * 1000000) AS us
-WHERE $before_us IS NULL OR us < $before_us OR (us = $before_us AND m.id < $before_id)
+WITH m, toInteger(m.occurred_at * 1000000) AS us, toInteger(m.created_at * 1000000) AS cu
+WHERE $before_us IS NULL OR us < $before_us
+   OR (us = $before_us AND (cu < $before_cu OR (cu = $before_cu AND m.id < $before_id)))
 RETURN m.id, substring(m.text, 0, $chars), size(m.text), m.metadata, m.created_at,
-       m.memory_type, m.importance, us
-ORDER BY us DESC, m.id DESC LIMIT $limit
+       m.memory_type, m.importance, us, cu, m.occurred_at
+ORDER BY us DESC, cu DESC, m.id DESC LIMIT $limit
 """

@@ -30,6 +30,7 @@ VECTOR_INDEX = by_prop(cypher.VECTOR_INDEX)
 MERGE_CHUNKS = by_prop(cypher.MERGE_CHUNKS)
 SEARCH_VECTOR = by_prop(cypher.SEARCH_VECTOR)
 SEARCH_EXACT = by_prop(cypher.SEARCH_EXACT)
+CHUNK_SIMILARITY = by_prop(cypher.CHUNK_SIMILARITY)
 
 # the namespace's model, dimension and vector property, and the reembed under way (if any)
 READ_META = """
@@ -50,7 +51,7 @@ MATCH (m:Memory) WHERE m.id > $after AND m.id + '' > $after AND m.ready = true
 WITH m ORDER BY m.id LIMIT $limit
 RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at, m.thread,
        m.after, m.importance, m.memory_type, m.pinned, m.expires_at, m.supersedes,
-       m.superseded_by, m.access_count, m.accessed_at, m.line_offset
+       m.superseded_by, m.access_count, m.accessed_at, m.line_offset, m.occurred_at, m.role
 """
 EXPORT_CHUNKS = """
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
@@ -75,6 +76,7 @@ SET m.namespace = $namespace, m.content_hash = r.content_hash, m.text = r.text,
     m.pinned = r.pinned, m.expires_at = r.expires_at, m.supersedes = r.supersedes,
     m.superseded_by = r.superseded_by, m.access_count = r.access_count,
     m.accessed_at = r.accessed_at, m.line_offset = r.line_offset,
+    m.occurred_at = coalesce(r.occurred_at, r.created_at), m.role = r.role,
     m.task_id = CASE WHEN m.ready THEN m.task_id ELSE $task_id END
 RETURN count(m)
 """

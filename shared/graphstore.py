@@ -237,6 +237,9 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
         rows = await run(graph, cypher_moves.READ_META, read_only=True)
     else:
         await create_indexes(graph, namespace, [(q, None) for q in cypher.SCHEMA])
+        # here, not at the top: shared/migrate.py reads the store through this module
+        from zapomni.shared.migrate import migrate_namespace
+        await migrate_namespace(store, namespace)
     if not rows:
         rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim,
                                                      "now": time.time()})
@@ -270,6 +273,7 @@ class SearchState(NamedTuple):
     stamp: str | None  # the write stamp (None if no worker stamped the namespace yet)
     chunks: int
     threads: int  # THEN edges: turns linked in conversations
+    versions: bool = False  # update_memory replaced a memory here (cypher.MARK_VERSIONS)
 
 
 async def search_state(store: GraphStore, namespace: str, model: str, dim: int
@@ -286,8 +290,8 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
         rows = []  # no graph yet: a read of a key that does not exist is refused
     if not rows or rows[0][0] is None:
         return SearchState("", None, 0, 0)
-    model_had, dim_had, prop, stamp, chunks, threads = rows[0]
+    model_had, dim_had, prop, stamp, chunks, threads, versions = rows[0]
     if (model_had, int(dim_had)) != (model, dim):
         raise _mismatch(namespace, (model_had, int(dim_had)), (model, dim))
     return SearchState(prop or cypher_moves.PROPS[0], None if stamp is None else str(stamp),
-                       int(chunks), int(threads))
+                       int(chunks), int(threads), bool(versions))

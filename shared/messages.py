@@ -63,6 +63,8 @@ class AddMemory(Base):
     pinned: bool = False  # never expires, never swept
     expires_at: float = 0.0  # unix seconds; 0: never
     confidence: float | None = None  # 0-1; the write policy's minimum applies to it
+    occurred_at: float | None = None  # when what it says happened (unix s); None: when added
+    role: str = ""  # who said it: user, assistant, system or tool ('' unsaid)
     supersedes: str = ""  # update_memory: the memory id this text replaces
     # the blank lines stripped from the front of the text: its first line is line
     # line_offset + 1 of the text as sent (a file's), and chunks' lines count from there
@@ -82,7 +84,9 @@ class SearchFilters(Base):
     source: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     # every source that starts with it: "src/app/" matches "src/app/x.py"
     source_prefix: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
-    after: float | None = None  # unix seconds, from an ISO-8601 date or datetime
+    # event time (occurred_at) from / before, unix seconds (shared/times.py: the front takes
+    # ISO-8601 or unix seconds)
+    after: float | None = None
     before: float | None = None
     metadata: Annotated[dict[str, Scalar], Meta(max_length=20)] | None = None  # equality
     # older versions of updated memories (update_memory) are left out unless asked for
@@ -104,6 +108,9 @@ class SearchRequest(Base):
     min_score: Annotated[float, Meta(ge=0)] = 0.0
     # "memory": relevance blended with recency, frequency and importance (services/query/rank.py)
     rank: SearchRank = "relevance"
+    # when the question is asked (unix seconds; None: now): the "now" of time words in the
+    # query and of recency (services/query/when.py)
+    as_of: float | None = None
 
 
 class MemoryRef(Base):
@@ -169,6 +176,8 @@ class IngestJob(Job):
     expires_at: float = 0.0  # 0: never
     supersedes: str = ""  # the memory this one replaces once it is searchable
     line_offset: int = 0  # AddMemory.line_offset
+    occurred_at: float | None = None  # AddMemory.occurred_at; None: created_at
+    role: str = ""
 
 
 class BatchJob(Job):
@@ -349,6 +358,15 @@ class TaskStatus(Lenient):
 class SignalMatch(Lenient):
     rank: int  # 1 = this signal's best candidate
     score: float  # the signal's own score: cosine similarity, or full-text TF-IDF
+    # "time" (time words in the query: services/query/when.py): the words, the window of
+    # event time they name (ISO-8601, either end may be open) and the points the memory's
+    # event time added to its score. "currency" (services/query/currency.py): the memory
+    # this one is older than (newer) or newer than (older), about the same thing
+    words: str | msgspec.UnsetType = msgspec.UNSET
+    window: list[str | None] | msgspec.UnsetType = msgspec.UNSET
+    points: float | msgspec.UnsetType = msgspec.UNSET
+    newer: str | msgspec.UnsetType = msgspec.UNSET
+    older: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class MoreMatch(Lenient):
@@ -378,6 +396,10 @@ class SearchHit(Lenient):
     source: str
     metadata: dict[str, Any]
     created_at: str
+    occurred_at: str = ""  # when what it says happened (metadata occurred_at, else created_at)
+    # a memory that says something different about the same thing happened later: it may
+    # be outdated (services/query/currency.py)
+    outdated_by: str | msgspec.UnsetType = msgspec.UNSET
     # the lines of the memory's text the passage spans (1-based, inclusive): for source
     # code, where in the file it is. Null for memories stored before lines were recorded
     start_line: int | None = None
@@ -418,6 +440,7 @@ class MemoryRecord(Lenient):
     # "ready", "ingesting" or "expired" (left out of every other read); "queued": added, its
     # ingest not started yet (the front answers it from the task and its queued job)
     status: str
+    occurred_at: str = ""  # SearchHit.occurred_at
     # update_memory: the newer version that replaced this one (absent while it is current)
     superseded_by: str | msgspec.UnsetType = msgspec.UNSET
     # every version, oldest first (absent when the memory has only one)
@@ -537,6 +560,8 @@ class UpdateJob(Job):
     memory_type: str = ""
     pinned: bool = False
     expires_at: float = 0.0  # 0: never
+    occurred_at: float | None = None  # None: when the memory was added
+    role: str = ""
 
 
 class Version(Lenient):
@@ -584,6 +609,7 @@ class ListedMemory(Lenient):
     created_at: str
     chunk_count: int
     state: str  # "ready" or "ingesting"
+    occurred_at: str = ""  # SearchHit.occurred_at: the order of the list
     task_id: str | None = None  # while ingesting: the task graph_status follows
 
 
@@ -623,9 +649,11 @@ class HistoryRequest(Base):
     thread: Thread
     namespace: Namespace = DEFAULT_NAMESPACE
     limit: Annotated[int, Meta(ge=1, le=100)] = 16
-    # the cursor, decoded at the front: the oldest turn already seen (its created_at in whole
-    # microseconds, its memory id); the page holds the turns before it. None: the newest
+    # the cursor, decoded at the front: the oldest turn already seen (its occurred_at and
+    # created_at in whole microseconds, its memory id); the page holds the turns before it.
+    # None: the newest
     before_us: int | None = None
+    before_cu: int = 0
     before_id: str = ""
 
 
@@ -637,6 +665,7 @@ class ContextRequest(Base):
     history_turns: Annotated[int, Meta(ge=0, le=100)] = 16
     memories: Annotated[int, Meta(ge=0, le=50)] = 8
     filters: SearchFilters = SearchFilters()  # which memories may be shown (not the history)
+    as_of: float | None = None  # SearchRequest.as_of
 
 
 class Turn(Lenient):
@@ -644,6 +673,8 @@ class Turn(Lenient):
     text: str  # cut after a number of characters (truncated: true); get_memory has it all
     metadata: dict[str, Any]
     created_at: str
+    occurred_at: str = ""  # SearchHit.occurred_at: the order of the history
+    role: str | None = None  # metadata role: who said it
     memory_type: str | None = None
     importance: float | None = None
     truncated: bool = False
@@ -664,6 +695,8 @@ class ContextMemory(Lenient):
     metadata: dict[str, Any]
     created_at: str
     memory_type: str  # metadata memory_type, or "note"
+    occurred_at: str = ""  # SearchHit.occurred_at
+    outdated_by: str | msgspec.UnsetType = msgspec.UNSET  # SearchHit.outdated_by
     # as in search results: only while the memory is still being ingested
     status: str | msgspec.UnsetType = msgspec.UNSET
     parts: PartsDone | msgspec.UnsetType = msgspec.UNSET
@@ -739,6 +772,8 @@ class ExportedMemory(Base, kw_only=True):
     access_count: int = 0
     accessed_at: float | None = None
     line_offset: Annotated[int, Meta(ge=0)] = 0  # AddMemory.line_offset
+    occurred_at: float | None = None  # event time; None (files before it existed): created_at
+    role: Literal["", "user", "assistant", "system", "tool"] = ""
     chunks: list[ExportedChunk] = []
 
 

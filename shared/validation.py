@@ -11,11 +11,11 @@ import hashlib
 import json
 import re
 import time
-from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 import msgspec
 
+from zapomni.shared import times
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.messages import (
     DEFAULT_NAMESPACE,
@@ -42,7 +42,7 @@ RESERVED_METADATA_KEYS = frozenset(
 FILTER_KEYS = ("tags", "tags_all", "source", "source_prefix", "after", "before", "metadata",
                "include_superseded")
 MAX_MEMORY_TYPE_CHARS = 64
-MAX_EXPIRY_SECONDS = 100 * 365 * 86400  # expires_at as seconds from now: at most 100 years
+ROLES = ("user", "assistant", "system", "tool")  # metadata "role": who said it
 
 _json_encode = msgspec.json.Encoder().encode
 S = TypeVar("S")
@@ -120,19 +120,7 @@ def shown(name: Any) -> str:
     return json.dumps(name[:40]) + ("..." if len(name) > 40 else "")
 
 
-def json_kind(value: Any) -> str:
-    """What a caller sent: a number as it is, anything else by its JSON type (a string may
-    hold anything, so it is never quoted)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float) and len(repr(value)) <= 24:
-        return repr(value)
-    kinds = {int: "an integer", float: "a number", str: "a string", list: "a list",
-             dict: "a JSON object"}
-    return next((name for kind, name in kinds.items() if isinstance(value, kind)),
-                "another type")
+json_kind = times.kind_of  # what a caller sent, for an error message
 
 
 def normalise_text(text: Any, field: str = "text") -> tuple[str, str]:
@@ -263,38 +251,41 @@ def _unit(metadata: dict[str, Any], key: str, field: str) -> float | None:
     return float(value)
 
 
-def _expiry(value: Any, field: str, now: float) -> float:
-    """expires_at: an ISO-8601 date or datetime (UTC unless it says otherwise), or a number
-    of seconds from now. Returns unix seconds; 0 when absent."""
-    if value is None:
+def _expiry(metadata: dict[str, Any], field: str, now: float) -> float:
+    """expires_at (a point in time: shared/times.py) or expires_in (seconds from now), not
+    both; unix seconds, 0 when neither is given. ``metadata`` keeps expires_at as ISO-8601
+    and loses expires_in: a duration means nothing once the add is past."""
+    at, within = metadata.get("expires_at"), metadata.pop("expires_in", None)
+    if at is not None and within is not None:
+        raise InvalidInput(f"{field}: expires_at and expires_in together; give the point in "
+                           "time or the seconds from now, not both")
+    if within is not None:
+        return now + times.duration(within, f"{field}.expires_in")
+    if at is None:
         return 0.0
-    where = f"{field}.expires_at"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not 0 < value <= MAX_EXPIRY_SECONDS:
-            raise InvalidInput(f"{where}: as a number it is seconds from now, 1 to "
-                               f"{MAX_EXPIRY_SECONDS:,} (100 years); got {json_kind(value)}")
-        return now + float(value)
-    if not isinstance(value, str):
-        raise InvalidInput(f"{where}: expected an ISO-8601 date or datetime, or seconds "
-                           f"from now, got {json_kind(value)}")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(f"{where}: expected an ISO-8601 date or datetime such as "
-                           "2026-12-31T18:00:00Z, or seconds from now") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    if parsed.timestamp() <= now:
-        raise InvalidInput(f"{where}: {value} is in the past; a memory that should not be "
-                           "kept need not be added")
-    return parsed.timestamp()
+    expires = times.point_in_time(at, f"{field}.expires_at")
+    if expires <= now:
+        raise InvalidInput(f"{field}.expires_at: {times.iso(expires)} is in the past; a memory "
+                           "that should not be kept need not be added (expires_in: seconds "
+                           "from now)")
+    return expires
+
+
+def _role(metadata: dict[str, Any], field: str) -> str:
+    role = metadata.get("role", "")
+    if "role" in metadata and role not in ROLES:
+        raise InvalidInput(f"{field}.role: expected one of {', '.join(ROLES)} (who said it), "
+                           f"got {shown(role) if isinstance(role, str) else json_kind(role)}")
+    return role
 
 
 def memory_fields(metadata: dict[str, Any], field: str = "metadata",
-                  now: float | None = None) -> dict[str, Any]:
+    now: float | None = None) -> dict[str, Any]:
     """The metadata keys Zapomni itself reads (they stay in the metadata too): importance
-    and confidence (0-1), memory_type (a short string), pinned (true/false) and expires_at
-    (normalised in ``metadata`` to an ISO-8601 UTC time). A pinned memory never expires."""
+    and confidence (0-1), memory_type (a short string), pinned (true/false), role (who said
+    it: ROLES), occurred_at (when what it says happened; absent: when it was added) and
+    expires_at or expires_in (points in time normalised in ``metadata`` to ISO-8601 UTC;
+    expires_in becomes expires_at). A pinned memory never expires."""
     now = time.time() if now is None else now
     kind = metadata.get("memory_type", "")
     if not isinstance(kind, str) or len(kind) > MAX_MEMORY_TYPE_CHARS or (
@@ -305,16 +296,20 @@ def memory_fields(metadata: dict[str, Any], field: str = "metadata",
     pinned = metadata.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidInput(f"{field}.pinned: expected true or false, got {json_kind(pinned)}")
-    expires = _expiry(metadata.get("expires_at"), field, now)
+    expires = _expiry(metadata, field, now)
     if pinned and expires:
         raise InvalidInput(f"{field}: pinned and expires_at together; a pinned memory never "
                            "expires, so drop one of them")
     if expires:
-        metadata["expires_at"] = datetime.fromtimestamp(expires, UTC).isoformat(
-            timespec="seconds").replace("+00:00", "Z")
+        metadata["expires_at"] = times.iso(expires)
+    occurred = None
+    if metadata.get("occurred_at") is not None:
+        occurred = times.point_in_time(metadata["occurred_at"], f"{field}.occurred_at")
+        metadata["occurred_at"] = times.iso(occurred)
     return {"importance": _unit(metadata, "importance", field),
             "confidence": _unit(metadata, "confidence", field),
-            "memory_type": kind, "pinned": pinned, "expires_at": expires}
+            "memory_type": kind, "pinned": pinned, "expires_at": expires,
+            "occurred_at": occurred, "role": _role(metadata, field)}
 
 
 def memory_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
@@ -354,24 +349,6 @@ def metadata_digest(tags: list[str], source: str, rest: str | dict[str, Any]) ->
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _timestamp(value: Any, field: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidInput(
-                f"filters.{field}: expected an ISO-8601 date or datetime such as 2026-01-31"
-            ) from None
-        if isinstance(parsed, date) and parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
-    raise InvalidInput(f"filters.{field}: expected an ISO-8601 string or unix seconds")
-
-
 def decode_filters(filters: Any) -> SearchFilters:
     if filters is None:
         return SearchFilters()
@@ -384,13 +361,14 @@ def decode_filters(filters: Any) -> SearchFilters:
             f"known: {', '.join(FILTER_KEYS)}"
         )
     raw = dict(filters)
-    raw["after"] = _timestamp(raw.get("after"), "after")
-    raw["before"] = _timestamp(raw.get("before"), "before")
+    for key in ("after", "before"):
+        if raw.get(key) is not None:
+            raw[key] = times.point_in_time(raw[key], f"filters.{key}")
     return convert(raw, SearchFilters, "filters")
 
 
 def decode_search(query: Any, limit: Any, filters: Any, namespace: Any, mode: Any = None,
-                  min_score: Any = None, rank: Any = None) -> SearchRequest:
+                  min_score: Any = None, rank: Any = None, as_of: Any = None) -> SearchRequest:
     if isinstance(query, str):
         query = query.strip()
         if not query:
@@ -402,7 +380,8 @@ def decode_search(query: Any, limit: Any, filters: Any, namespace: Any, mode: An
                            "memory (relevance blended with recency, frequency and importance)")
     data = {"query": query, "limit": 10 if limit is None else limit,
             "namespace": check_namespace(namespace), "mode": mode or "hybrid",
-            "min_score": 0.0 if min_score is None else min_score, "rank": rank or "relevance"}
+            "min_score": 0.0 if min_score is None else min_score, "rank": rank or "relevance",
+            "as_of": None if as_of is None else times.point_in_time(as_of, "as_of")}
     request = convert(data, SearchRequest)
     return msgspec.structs.replace(request, filters=decode_filters(filters))
 

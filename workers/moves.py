@@ -103,7 +103,8 @@ def memory_row(m: ExportedMemory, chunk_count: int) -> dict:
             "pinned": m.pinned, "expires_at": m.expires_at or None,
             "supersedes": m.supersedes, "superseded_by": m.superseded_by or None,
             "access_count": m.access_count or None, "accessed_at": m.accessed_at,
-            "line_offset": m.line_offset or None}
+            "line_offset": m.line_offset or None, "occurred_at": m.occurred_at,
+            "role": m.role or None}
 
 
 async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkSpan]],

@@ -17,7 +17,9 @@ from arq.connections import ArqRedis
 from zapomni.shared import capacity, heartbeat
 from zapomni.shared.chunking import Chunker, chunker_for
 from zapomni.shared.embed import CachedEmbedder, Embedder, make_embedder
+from zapomni.shared.errors import ZapomniError
 from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import migrate_store
 from zapomni.shared.settings import Settings
 from zapomni.workers.extract import EntityModel
 
@@ -110,6 +112,13 @@ async def open_resources(ctx: dict, settings: Settings,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res
+    try:  # what an older version stored, in the current shape (shared/migrate.py)
+        migrated = await migrate_store(res.store)
+    except ZapomniError as exc:  # FalkorDB away: each namespace is migrated before a write
+        log.warning("could not migrate the stored namespaces at start-up: %s", exc.message)
+    else:
+        if migrated:
+            log.info("migrated %d namespace(s) to the current stored shape", len(migrated))
     log.info("worker %s ready: embedder %s, queue %s", res.worker_id, embedder.name,
              settings.queue_name)
 

@@ -51,7 +51,8 @@ def memory_row(job: IngestJob, chunk_count: int) -> dict:
         "task_id": job.task_id, "gen": job.gen, "thread": job.thread,
         "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
         "expires_at": job.expires_at or None, "supersedes": job.supersedes,
-        "line_offset": job.line_offset or None,
+        "line_offset": job.line_offset or None, "occurred_at": job.occurred_at,
+        "role": job.role or None,
     }
 
 
@@ -196,6 +197,7 @@ async def supersede(graph: AsyncGraph, memory_id: str) -> str:
             return ""  # the old version was deleted meanwhile: nothing to replace
         was = rows[0][0]
         if was is None or was == memory_id:
+            await run(graph, cypher.MARK_VERSIONS, {}, "ready")
             return old
         old = was  # another version replaced it first: replace the newest
     return ""

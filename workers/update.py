@@ -64,6 +64,7 @@ async def write_metadata(graph: AsyncGraph, job: UpdateJob) -> bool:
         "id": job.memory_id, "tags": job.tags, "source": job.source,
         "metadata": job.metadata_json, "meta_kv": store.meta_pairs(job.metadata_json),
         "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,
-        "expires_at": job.expires_at or None,
+        "expires_at": job.expires_at or None, "occurred_at": job.occurred_at,
+        "role": job.role or None,
     })
     return bool(rows and rows[0][0])

@@ -87,7 +87,7 @@ def group(ids: list[str], rows: list[list[Any]]) -> list[list[ExportedChunk]]:
 def exported(row: list[Any], chunks: list[ExportedChunk]) -> ExportedMemory:
     (mid, text, content_hash, tags, source, metadata, created_at, thread, after, importance,
      memory_type, pinned, expires_at, supersedes, superseded_by, access_count,
-     accessed_at, line_offset) = row
+     accessed_at, line_offset, occurred_at, role) = row
     return ExportedMemory(
         id=mid, text=text, content_hash=content_hash or "", tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
@@ -95,7 +95,8 @@ def exported(row: list[Any], chunks: list[ExportedChunk]) -> ExportedMemory:
         importance=importance, memory_type=memory_type or "", pinned=bool(pinned),
         expires_at=expires_at, supersedes=supersedes or "", superseded_by=superseded_by or "",
         access_count=int(access_count or 0), accessed_at=accessed_at,
-        line_offset=int(line_offset or 0), chunks=chunks)
+        line_offset=int(line_offset or 0), occurred_at=float(occurred_at),
+        role=role or "", chunks=chunks)
 
 
 async def export_namespace(settings: Settings, namespace: str, out: IO[bytes], *,

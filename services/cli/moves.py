@@ -1,5 +1,5 @@
-"""The ``zapomni export``, ``zapomni import`` and ``zapomni reembed`` commands: argparse
-registration and one clear line on stderr for anything that goes wrong."""
+"""The ``zapomni export``, ``zapomni import``, ``zapomni reembed`` and ``zapomni migrate``
+commands: argparse registration and one clear line on stderr for anything that goes wrong."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                          help="bearer token for the front (default: ZAPOMNI_MCP_TOKEN); a "
                               "scoped one must cover the namespace and write")
     reembed.set_defaults(run=run_reembed)
+    migrate = sub.add_parser("migrate", help="bring every namespace to the current stored "
+                                             "shape (workers also do it at start-up)")
+    migrate.set_defaults(run=run_migrate)
 
 
 def check_namespace(name: str | None) -> None:
@@ -128,4 +131,22 @@ def run_reembed(args: argparse.Namespace) -> int:
               f"{' - ' + record['message'] if record.get('message') else ''}",
               file=sys.stderr, flush=True)
         return 0 if record["state"] in ("done", "queued", "running") else 1
+    return guarded(work)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from zapomni.shared.graphstore import GraphStore
+    from zapomni.shared.migrate import SCHEMA_VERSION, migrate_store
+
+    async def work() -> int:
+        store = GraphStore(Settings.from_env(), max_connections=2)
+        try:
+            migrated = await migrate_store(store)
+        finally:
+            await store.aclose()
+        for namespace, changed in migrated.items():
+            print(f"zapomni: {namespace}: {changed:,} memories changed", file=sys.stderr)
+        print(f"zapomni: every namespace is at stored shape version {SCHEMA_VERSION}",
+              file=sys.stderr, flush=True)
+        return 0
     return guarded(work)

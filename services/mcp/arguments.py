@@ -51,8 +51,28 @@ async def tool_schema(context: MiddlewareContext, tool: str) -> dict[str, Any]:
     return found.parameters if found else {}
 
 
+# pydantic's tag for each member of a union argument (as_of: str | float) in an error's loc
+UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def union_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An argument of several types that is none of them fails once per type: one error
+    for the argument, worded from its schema ("expected a string or a number")."""
+    out, seen = [], set()
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        if len(loc) == 2 and loc[1] in UNION_MEMBERS:
+            if loc[0] in seen:
+                continue
+            seen.add(loc[0])
+            error = {**error, "loc": loc[:1], "type": "union"}
+        out.append(error)
+    return out
+
+
 def describe_errors(errors: list[dict[str, Any]], tool: str, schema: dict[str, Any]) -> str:
     """The first problem as ``field: what is wrong; what to do``, and how many more."""
+    errors = union_errors(errors)
     if not errors:
         return f"arguments: not valid for {tool}; see the tool's input schema"
     first = describe_one(errors[0], tool, schema)

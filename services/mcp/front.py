@@ -209,9 +209,14 @@ def pending_memory(record: TaskRecord, job: IngestJob) -> MemoryRecord:
     return MemoryRecord(
         memory_id=job.memory_id, namespace=job.namespace, text=job.text, tags=job.tags,
         source=job.source, metadata=msgspec.json.decode(job.metadata_json),
-        created_at=datetime.fromtimestamp(job.created_at, UTC).isoformat(timespec="seconds"),
+        created_at=iso_seconds(job.created_at),
+        occurred_at=iso_seconds(job.created_at if job.occurred_at is None else job.occurred_at),
         chunk_count=record.chunks, status="queued" if record.state == "queued" else "ingesting",
         parts=parts, task_id=record.task_id)
+
+
+def iso_seconds(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:

@@ -191,7 +191,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     @mcp.tool(**tool_spec(READ, SearchResponse))
     async def search_memory(query: str, limit: int = 10, filters: dict[str, Any] | None = None,
                             namespace: str | None = None, mode: str = "hybrid",
-                            min_score: float = 0.0, rank: str = "relevance") -> dict[str, Any]:
+                            min_score: float = 0.0, rank: str = "relevance",
+                            as_of: str | float | None = None) -> dict[str, Any]:
         """Find the stored passages that answer query (1-2,000 characters). limit: 1-100.
         mode: "hybrid" (default: meaning, exact words and named entities, fused), "vector"
         (meaning), "keyword" (words) or "graph" (entities named in the query and their
@@ -217,7 +218,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         by part as its parts are written) says status: "ingesting" and parts: {done,
         total}; a complete memory's results have neither."""
         with tool_call("search_memory"):
-            request = decode_search(query, limit, filters, namespace, mode, min_score, rank)
+            request = decode_search(query, limit, filters, namespace, mode, min_score, rank,
+                                    as_of)
             return plain(await live["front"].query.call("/v1/search", request, SearchResponse))
 
     @mcp.tool(**tool_spec(READ, MemoryRecord))

@@ -37,7 +37,8 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     async def build_context(query: str, thread: str | None = None,
                             namespace: str | None = None, token_budget: int = 2000,
                             history_turns: int = 16, memories: int = 8,
-                            filters: dict[str, Any] | None = None) -> dict[str, Any]:
+                            filters: dict[str, Any] | None = None,
+                            as_of: str | float | None = None) -> dict[str, Any]:
         """The context for answering query (the current message, 1-2,000 characters), ready
         to paste into a prompt: the last history_turns (0-100, default 16) turns of thread,
         and the memories (0-50, default 8) that best match the query, leaving out turns
@@ -55,5 +56,5 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         search_memory's, for the memories (the history is the thread's)."""
         with tool_call("build_context"):
             request = decode_context(query, thread, namespace, token_budget, history_turns,
-                                     memories, filters)
+                                     memories, filters, as_of)
             return plain(await live["front"].query.call("/v1/context", request, Context))

@@ -102,6 +102,8 @@ def merge_metadata(tags: list[str], source: str, other: dict[str, Any],
     if source:
         current["source"] = source
     merged = dict(current)
+    if "expires_in" in (patch or {}):  # a new expiry, given as seconds from now
+        merged.pop("expires_at", None)
     for key, value in (patch or {}).items():
         if value is None:
             merged.pop(key, None)
@@ -139,9 +141,11 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
     try:
         old = await read_memory(front, request)
         check_current(old)
+        # a new text is a new statement: it happened now, unless the patch says when
+        patch = {"occurred_at": None, **(request.patch or {})}
         memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
                            namespace=request.namespace, supersedes=request.memory_id,
-                           line_offset=request.line_offset, **merged_fields(old, request.patch))
+                           line_offset=request.line_offset, **merged_fields(old, patch))
         receipt = await ops.add_memory(front, memory)
         if not isinstance(receipt, Refused) and not receipt.duplicate:
             await redis_call(front, front.redis.set(
@@ -239,5 +243,6 @@ def update_job(record: TaskRecord, fields: dict) -> UpdateJob:
                      metadata_json=fields["metadata_json"], importance=fields.get("importance"),
                      memory_type=fields.get("memory_type", ""),
                      pinned=fields.get("pinned", False),
-                     expires_at=fields.get("expires_at", 0.0))
+                     expires_at=fields.get("expires_at", 0.0),
+                     occurred_at=fields.get("occurred_at"), role=fields.get("role", ""))
 

@@ -5,8 +5,13 @@ build_context reads the thread's last turns and searches for the query at once, 
 the matches the turns the history already holds, and fits the rest into ``token_budget``
 (tokens of shared/conversation.py's tokenizer): the current message always, then the
 memories best first, then the turns newest first. So over the budget the oldest turns go
-first, then the lowest-ranked memories, and nothing is cut in the middle. ``prompt`` is the
-three sections as text (memories, then the conversation leading into the current message);
+first, then the lowest-ranked memories, and nothing is cut in the middle; a turn the budget
+leaves out of the history competes with the other memories by its rank in the search
+(fit_competing), so the turn that says the user's name survives a small budget where the
+newest small talk does not. ``prompt`` is the three sections as text (memories, then the
+conversation leading into the current message), each line with its speaker ("User: ...")
+when the metadata names a role, each memory with the date it happened (event time) and,
+when a newer statement of the same thing was found, "outdated by" that memory;
 ``total_tokens`` is the count of that text as returned.
 """
 
@@ -49,18 +54,21 @@ CONTEXT_TURN_CHARS = 2_000  # and in a context: a turn, not a document
 MEMORIES = "## Relevant memories"
 CONVERSATION = "## Recent conversation"
 CURRENT = "## Current message"
+ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
+REFITS = 3  # fit_competing's steps at most
 
 
 async def read_history(store: GraphStore, request: HistoryRequest) -> History:
     turns, oldest = await thread_turns(store, request.namespace, request.thread, request.limit,
-                                       (request.before_us, request.before_id), HISTORY_CHARS)
+                                       (request.before_us, request.before_cu,
+                                        request.before_id), HISTORY_CHARS)
     return History(namespace=request.namespace, thread=request.thread, turns=turns,
                    next_before=encode_cursor(*oldest) if oldest else None)
 
 
 async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: int,
-                       before: tuple[int | None, str], chars: int
-                       ) -> tuple[list[Turn], tuple[int, str] | None]:
+                       before: tuple[int | None, int, str], chars: int
+                       ) -> tuple[list[Turn], tuple[int, int, str] | None]:
     """The newest ``limit`` turns before ``before``, oldest first, and where they begin if
     older turns exist (the cursor of the next page), else None. One more row than asked
     says whether there are older ones; the store sorts and cuts, so only a page is read."""
@@ -68,17 +76,21 @@ async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: in
         return [], None
     rows = await run(store.graph(namespace), cypher.THREAD_TURNS, {
         "thread": thread, "limit": limit + 1, "chars": chars, "before_us": before[0],
-        "before_id": before[1], **cypher.visible_params()}, read_only=True)
+        "before_cu": before[1], "before_id": before[2], **cypher.visible_params()},
+        read_only=True)
     page = rows[:limit][::-1]
-    oldest = (int(page[0][7]), page[0][0]) if len(rows) > limit else None
+    oldest = (int(page[0][7]), int(page[0][8]), page[0][0]) if len(rows) > limit else None
     return [shape_turn(row, chars) for row in page], oldest
 
 
 def shape_turn(row: list[Any], chars: int) -> Turn:
-    memory_id, text, size, metadata, created, memory_type, importance, _ = row
+    memory_id, text, size, metadata, created, memory_type, importance, _, _, occurred = row
     cut = int(size or 0) > chars
+    meta = _decode_json(metadata or "{}")
+    role = meta.get("role")
     return Turn(memory_id=memory_id, text=f"{text.rstrip()} …" if cut else text,
-                metadata=_decode_json(metadata or "{}"), created_at=iso_time(created),
+                metadata=meta, created_at=iso_time(created), occurred_at=iso_time(occurred),
+                role=role if isinstance(role, str) else None,
                 memory_type=memory_type or None,
                 importance=None if importance is None else float(importance), truncated=cut)
 
@@ -110,7 +122,29 @@ async def gather_context(store: GraphStore, embedder: Embedder, redis, settings:
         # more turns of the history matched than the first ask allowed for: ask for all
         hits = await matches(store, embedder, redis, settings, request, widest=True)
         memories = others(hits, turns, request.memories)
-    return fit(request, turns, memories, counter, current, needed)
+    return fit_competing(request, turns, hits, memories, counter, current, needed)
+
+
+def fit_competing(request: ContextRequest, turns: list[Turn], hits: list[SearchHit],
+                  memories: list[ContextMemory], counter: TokenCounter, current: str,
+                  spent: int) -> Context:
+    """``fit``; then, while the budget leaves turns of the history out, those turns compete
+    with the other memories by their rank in the search (a turn the memories show is not
+    repeated in the history), so what the question is about is kept rather than the
+    newest small talk. Each step is fitted whole; three steps at most."""
+    context = fit(request, turns, memories, counter, current, spent)
+    for _ in range(REFITS):
+        kept = {turn.memory_id for turn in context.history}
+        if len(kept) == len(turns):
+            break
+        competing = others(hits, [t for t in turns if t.memory_id in kept], request.memories)
+        if [m.memory_id for m in competing] == [m.memory_id for m in memories]:
+            break
+        memories = competing
+        shown = {m.memory_id for m in memories}
+        context = fit(request, [t for t in turns if t.memory_id not in shown], memories,
+                      counter, current, spent)
+    return context
 
 
 def others(hits: list[SearchHit], turns: list[Turn], count: int) -> list[ContextMemory]:
@@ -123,7 +157,7 @@ async def recent_turns(store: GraphStore, request: ContextRequest) -> list[Turn]
     if request.thread is None or not request.history_turns:
         return []
     turns, _ = await thread_turns(store, request.namespace, request.thread,
-                                  request.history_turns, (None, ""), CONTEXT_TURN_CHARS)
+                                  request.history_turns, (None, 0, ""), CONTEXT_TURN_CHARS)
     return turns
 
 
@@ -141,7 +175,7 @@ async def matches(store: GraphStore, embedder: Embedder, redis, settings: Settin
         return []
     search = SearchRequest(query=request.query, namespace=request.namespace,
                            limit=search_limit(request, widest), rank=RANK,
-                           filters=request.filters)
+                           filters=request.filters, as_of=request.as_of)
     return (await search_memory(store, embedder, redis, settings, search)).results
 
 
@@ -150,7 +184,8 @@ def context_memory(hit: SearchHit) -> ContextMemory:
     return ContextMemory(memory_id=hit.memory_id, text=hit.text, score=hit.score, why=hit.why,
                          metadata=hit.metadata, created_at=hit.created_at,
                          memory_type=kind if isinstance(kind, str) and kind else "note",
-                         status=hit.status, parts=hit.parts)
+                         status=hit.status, parts=hit.parts, occurred_at=hit.occurred_at,
+                         outdated_by=hit.outdated_by)
 
 
 def one_line(text: str) -> str:
@@ -159,9 +194,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def spoken(text: str, role: Any) -> str:
+    """A line as its speaker said it ("User: ...") when the metadata names the role."""
+    return f"{ROLES[role]}: {one_line(text)}" if role in ROLES else one_line(text)
+
+
 def memory_line(memory: ContextMemory) -> str:
-    return (f"- [{memory.memory_id} | {memory.memory_type} | {memory.created_at[:10]}] "
-            f"{one_line(memory.text)}")
+    newer = f" | outdated by {memory.outdated_by}" if memory.outdated_by else ""
+    return (f"- [{memory.memory_id} | {memory.memory_type} | {memory.occurred_at[:10]}{newer}] "
+            f"{spoken(memory.text, memory.metadata.get('role'))}")
 
 
 def fit(request: ContextRequest, turns: list[Turn], memories: list[ContextMemory],
@@ -173,7 +214,7 @@ def fit(request: ContextRequest, turns: list[Turn], memories: list[ContextMemory
     lines, used = fill([memory_line(m) for m in memories], MEMORIES, room, counter)
     said: list[str] = []
     if len(lines) == len(memories):  # turns go before memories: none while one is left out
-        said, heard = fill([one_line(t.text) for t in reversed(turns)], CONVERSATION,
+        said, heard = fill([spoken(t.text, t.role) for t in reversed(turns)], CONVERSATION,
                            room - used, counter)
         said.reverse()
         used += heard

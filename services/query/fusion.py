@@ -17,6 +17,7 @@ class Candidate:
     why: dict[str, SignalMatch] = field(default_factory=dict)
     also_matched: int = 0
     more: list[Candidate] = field(default_factory=list)  # its memory's matches past the cap
+    outdated_by: str = ""  # a newer statement of the same thing (services/query/timeline.py)
 
     @property
     def memory_id(self) -> str:

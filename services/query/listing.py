@@ -1,16 +1,16 @@
-"""list_memories: a namespace's memories a page at a time, newest (or oldest) first.
-Read-only.
+"""list_memories: a namespace's memories a page at a time, newest (or oldest) first by
+event time (occurred_at: when what it says happened; ties by when it was added). Read-only.
 
 Pages are cut by keyset, not offset: the cursor names the last memory of the page before
-(its creation time in microseconds and its id), and the next page starts after it. A memory
-added meanwhile is created later, so newest-first pages after the first never shift; a
-memory deleted meanwhile leaves no gap and no repeat. The cursor is opaque to callers:
-base64 of the order and that position.
+(its event time and creation time in microseconds and its id), and the next page starts
+after it. A memory deleted meanwhile leaves no gap and no repeat; one added meanwhile shows
+on a later page if its event time falls there. The cursor is opaque to callers: base64 of
+the order and that position.
 
-FalkorDB sorts every memory a query matches, so a page is read from a window of creation
-times next to where it starts (the created_at index), a minute wide and eight times wider
-each time it holds less than a page; past ~30 years (nine tries), or with filters (which
-may match few), the whole namespace is read. Either way FalkorDB returns one page.
+FalkorDB sorts every memory a query matches, so a page is read from a window of event times
+next to where it starts (the occurred_at index), a minute wide and eight times wider each
+time it holds less than a page; past ~30 years (nine tries), or with filters (which may
+match few), the whole namespace is read. Either way FalkorDB returns one page.
 """
 
 from __future__ import annotations
@@ -36,31 +36,32 @@ FIRST_WINDOW = 60.0  # seconds of creation times the first try reads
 WIDEN = 8  # each further try reads a window this many times wider
 MAX_WINDOW = 2e9  # seconds: a window this wide is every memory; read them all instead
 SLACK_US = 2  # a window's edge at the cursor, widened by this many microseconds
-PAST_ALL = 2**62  # the first page's key: past every memory (microseconds)
+PAST_ALL = 2**62  # the first page's key: past every memory (microseconds; |years 1-9999| < it)
 NO_END = 1e300  # a window open at one end
 BAD_CURSOR = ("cursor: not a cursor list_memories returned for this order; pass next_cursor "
               "as it came, or leave cursor out to start from the first page")
 _decode_json = msgspec.json.Decoder().decode
-_Position = tuple[str, int, str]  # order's initial, microseconds, memory id
+# order's initial, event time and creation time in microseconds, memory id
+_Position = tuple[str, int, int, str]
 
 
-def write_cursor(order: str, micros: int, memory_id: str) -> str:
-    raw = msgspec.json.encode([order[0], micros, memory_id])
+def write_cursor(order: str, micros: int, added: int, memory_id: str) -> str:
+    raw = msgspec.json.encode([order[0], micros, added, memory_id])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def read_cursor(cursor: str, order: str) -> tuple[int, str]:
-    """(microseconds, memory id) of a cursor from ``write_cursor`` in the same order;
-    InvalidInput for anything else."""
+def read_cursor(cursor: str, order: str) -> tuple[int, int, str]:
+    """(event microseconds, creation microseconds, memory id) of a cursor from
+    ``write_cursor`` in the same order; InvalidInput for anything else."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        initial, micros, memory_id = msgspec.json.decode(raw, type=_Position)
+        initial, micros, added, memory_id = msgspec.json.decode(raw, type=_Position)
     except (binascii.Error, ValueError, msgspec.DecodeError):
         raise InvalidInput(BAD_CURSOR) from None
     if initial != order[0] or not re.fullmatch(MEMORY_ID_PATTERN, memory_id) \
-            or not 0 <= micros < 2**53:
+            or not -PAST_ALL < micros < PAST_ALL or not 0 <= added < 2**53:
         raise InvalidInput(BAD_CURSOR)
-    return micros, memory_id
+    return micros, added, memory_id
 
 
 def first_line(head: str) -> str:
@@ -74,17 +75,18 @@ async def list_memories(store: GraphStore, request: ListRequest) -> MemoryPage:
     if not await namespace_exists(store, request.namespace):
         return empty
     newest = request.order == "newest"
-    micros, memory_id = position or ((PAST_ALL, "") if newest else (-1, ""))
+    micros, added, memory_id = position or ((PAST_ALL, PAST_ALL, "") if newest
+                                            else (-PAST_ALL, -1, ""))
     # filter_params reads only the request's filters
     params: dict[str, Any] = {**filter_params(request), "limit": request.limit + 1,
-                              "head": HEAD_CHARS, "us": micros, "id": memory_id}
+                              "head": HEAD_CHARS, "us": micros, "cu": added, "id": memory_id}
     rows = await read_rows(store.graph(request.namespace), request, params)
     page = rows[:request.limit]
     more = len(rows) > request.limit
     return msgspec.structs.replace(
         empty, memories=[shape(row) for row in page],
-        next_cursor=write_cursor(request.order, int(page[-1][1]), page[-1][0]) if more
-        else None)
+        next_cursor=write_cursor(request.order, int(page[-1][1]), int(page[-1][2]),
+                                 page[-1][0]) if more else None)
 
 
 async def read_rows(graph: AsyncGraph, request: ListRequest,
@@ -117,10 +119,12 @@ def inside(micros: int, lo: float, hi: float, newest: bool) -> bool:
 
 
 def shape(row: list[Any]) -> ListedMemory:
-    memory_id, _, head, tags, source, metadata, created, chunks, ready, task_id = row
+    memory_id, _, _, head, tags, source, metadata, created, chunks, ready, task_id, \
+        occurred = row
     return ListedMemory(
         memory_id=memory_id, first_line=first_line(head or ""), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), chunk_count=int(chunks or 0),
+        created_at=iso_time(created), occurred_at=iso_time(occurred),
+        chunk_count=int(chunks or 0),
         state="ready" if ready else "ingesting",
         task_id=None if ready or not task_id else task_id)

@@ -11,9 +11,10 @@ a weighted sum of four parts, each 0-1:
 
 - relevance: the mode's score; hybrid is already 0-1, vector is a cosine (clamped), keyword
   and graph scores are divided by the best of the candidates;
-- recency: 0.5 ** (age / half-life), the age counted from when the memory was added (a
-  newer statement of a changed fact is the newer memory; when a memory was last returned
-  would favour an old fact returned often);
+- recency: 0.5 ** (age / half-life), the age counted from its event time (occurred_at: when
+  what it says happened, by default when it was added) to the question's as_of (default
+  now); a memory from after as_of is as recent as one from then. When a memory was last
+  returned would favour an old fact returned often;
 - frequency: how often search has returned it, count / (count + 5), saturating;
 - importance: its metadata ``importance``, 0.5 when it has none.
 
@@ -123,9 +124,10 @@ def relevances(mode: str, candidates: list[Candidate]) -> list[float]:
 
 def memory_parts(relevance: float, score: float, memory: list[Any], now: float,
                  half_life: float, weights: dict[str, float]) -> dict[str, RankPart]:
-    """The four parts of one candidate. ``memory``: RANK_FIELDS' columns after the id."""
-    created, importance, count = memory[3], memory[5], int(memory[6] or 0)
-    age = max(0.0, now - float(created or now))
+    """The four parts of one candidate. ``memory``: RANK_FIELDS' columns after the id;
+    ``now``: the question's as_of."""
+    occurred, importance, count = memory[4], memory[6], int(memory[7] or 0)
+    age = max(0.0, now - float(occurred if occurred is not None else now))
     values = {"relevance": (relevance, score), "recency": (0.5 ** (age / half_life), age / DAY),
               "frequency": (count / (count + FREQUENT), count),
               "importance": (0.5 if importance is None else min(1.0, max(0.0, importance)),
@@ -142,8 +144,8 @@ def rank_pool(candidates: list[Candidate], limit: int) -> list[Candidate]:
 
 
 async def read_memories(graph: AsyncGraph, pool: list[Candidate]) -> dict[str, list[Any]]:
-    """The pool's memories: tags, source, metadata and created_at (what shaping needs), then
-    importance, access_count and accessed_at, in one read."""
+    """The pool's memories: what shaping needs (MEMORY_FIELDS), then importance,
+    access_count and accessed_at, in one read."""
     if not pool:
         return {}
     rows = await run(graph, cypher.RANK_FIELDS, {"ids": sorted({c.memory_id for c in pool})},
@@ -158,7 +160,7 @@ def rank_by_memory(pool: list[Candidate], memories: dict[str, list[Any]],
     with each one's parts by chunk id. A candidate whose memory is gone is left out."""
     weights = rank_weights(settings)
     half_life = settings.rank_half_life_days * DAY
-    now = time.time() if now is None else now
+    now = (request.as_of or time.time()) if now is None else now
     scored = []
     for candidate, relevance in zip(pool, relevances(request.mode, pool), strict=True):
         if candidate.memory_id not in memories:

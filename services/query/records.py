@@ -27,12 +27,13 @@ async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
     memory_id, text, tags, source, metadata, created, chunk_count, ready, expires, task_id, \
-        landed = rows[0]
+        landed, occurred = rows[0]
     superseded_by, versions = await read_versions(store.graph(ref.namespace), memory_id)
     return MemoryRecord(
         memory_id=memory_id, namespace=ref.namespace, text=text, tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), chunk_count=int(chunk_count or 0),
+        created_at=iso_time(created), occurred_at=iso_time(occurred),
+        chunk_count=int(chunk_count or 0),
         status=status(ready, expires),
         superseded_by=superseded_by or msgspec.UNSET, versions=versions or msgspec.UNSET,
         parts=ingesting(landed if landed and landed[1] else None).get("parts", msgspec.UNSET),

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import statistics
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -36,6 +35,9 @@ from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
 from zapomni.services.query.postings import CACHE as POSTINGS
 from zapomni.services.query.postings import choose_pool, pool_rows, term_postings
 from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
+from zapomni.services.query.timeline import TOP, asked_order, newer_first, time_prior
+from zapomni.services.query.versions import inherit
+from zapomni.services.query.when import read_time
 from zapomni.shared import cypher, cypher_moves, metrics, vector_cache
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.falkordb_internals import number_list
@@ -49,6 +51,7 @@ from zapomni.shared.messages import (
     SearchResponse,
 )
 from zapomni.shared.settings import Settings
+from zapomni.shared.times import iso_time
 from zapomni.shared.vector_cache import VectorCache
 from zapomni.shared.words import count_words
 
@@ -105,6 +108,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     graph = store.graph(request.namespace)
     graph.vector_prop = state.prop
     params = {**filter_params(request), "depth": candidate_depth(request, settings)}
+    # older versions of updated memories are read too, for the current ones to inherit
+    inheriting = state.versions and not request.filters.include_superseded
+    params["superseded"] = params["superseded"] or inheriting
     weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
                "graph": settings.weight_graph}
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
@@ -128,8 +134,13 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                 graph, candidates, params, settings.weight_context))
     else:
         candidates = single(request.mode, ranked[request.mode])
+    if inheriting:
+        candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
-    results = await shape_results(graph, kept, request, settings)
+    when = read_time(request.query, request.as_of or time.time())
+    kept = await time_prior(graph, kept, when, request.query)
+    results = await shape_results(graph, kept, request, settings,
+                                  asked_order(when, request.query))
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
     note = await why_empty(graph, named) if request.mode == "graph" and not results else None
     if access is not None and results:
@@ -138,23 +149,27 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 
 
 async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: SearchRequest,
-                        settings: Settings) -> list[SearchHit]:
-    """The first ``limit`` candidates (by relevance, or re-scored: rank="memory") as hits,
-    with their memories' fields and the entities their passages name. At most
+                        settings: Settings, order: str = "") -> list[SearchHit]:
+    """The first ``limit`` candidates (by relevance, or re-scored: rank="memory"; then changed
+    statements newest or oldest first: ``order``, services/query/timeline.py) as hits, with
+    their memories' fields and the entities their passages name. At most
     ``max_per_memory`` per memory: rank="memory" gives a memory's chunks the same recency,
     frequency and importance, so its best by relevance stay its best after re-scoring and
     capping first gives the final order's cap (and a pool of more memories)."""
     parts: dict[str, dict[str, RankPart]] = {}
     kept = share_page(kept, settings.max_per_memory)
+    prop = getattr(graph, "vector_prop", "embedding")
     if request.rank == "memory":
         pool = rank_pool(kept, request.limit)
         chunk_ids = [c.row[1] for c in pool]
         names, lines, fields = await asyncio.gather(
             passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
             read_memories(graph, pool))
-        kept, parts = rank_by_memory(pool, fields, request, settings)
+        wide = msgspec.structs.replace(request, limit=max(request.limit, TOP))
+        kept, parts = rank_by_memory(pool, fields, wide, settings)
+        kept = (await newer_first(graph, kept, order, prop))[:request.limit]
     else:
-        kept = kept[:request.limit]
+        kept = (await newer_first(graph, kept, order, prop))[:request.limit]
         chunk_ids = [c.row[1] for c in kept]
         names, lines, fields = await asyncio.gather(
             passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
@@ -366,15 +381,17 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
               rank_parts: dict[str, RankPart] | None = None,
               lines: tuple[int | None, int | None] = (None, None)) -> SearchHit:
     memory_id, chunk_id, text, _, start, end = candidate.row
-    tags, source, metadata, created = fields[:4]
+    tags, source, metadata, created, occurred, landed = fields[:6]
     first, last = lines
-    return SearchHit(**ingesting(fields[4] if len(fields) > 4 else None),
+    return SearchHit(**ingesting(landed),
         memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
         char_start=int(start), char_end=int(end), tags=list(tags or []),
         source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), start_line=to_int(first), end_line=to_int(last),
+        created_at=iso_time(created), occurred_at=iso_time(occurred),
+        start_line=to_int(first), end_line=to_int(last),
         why=candidate.why, also_matched=candidate.also_matched,
         entities=entities or [], rank_parts=rank_parts or {},
+        outdated_by=candidate.outdated_by or msgspec.UNSET,
         more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],
                         score=c.score) for c in candidate.more],
     )
@@ -392,6 +409,3 @@ def ingesting(landed: list[int] | None) -> dict[str, Any]:
 def to_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
-
-def iso_time(ts: float | None) -> str:
-    return datetime.fromtimestamp(float(ts or 0), UTC).isoformat(timespec="seconds")

@@ -1,7 +1,7 @@
 """build_context: its latency at 10k memories beside search_memory's, and how often a context
 holds the evidence of a LoCoMo question.
 
-    ./dev bench context [--queries 300] [--questions N] [--memories 8 20] [--workers 2]
+    ./dev bench context [--queries 300] [--questions N] [--memories 8 50] [--workers 2]
                         [--skip-latency] [--skip-locomo]
 
 Latency: 10,000 memories in one namespace, LoCoMo's 1,297 turns (one thread per session, in
@@ -16,12 +16,14 @@ build_context (a LoCoMo session as thread; defaults: 16 turns, 8 memories, 2,000
 LoCoMo: each conversation its own namespace, its turns added through the front and real
 worker processes (entities extracted too), one thread per session, as ``./dev bench
 retrieval`` does. For each question with evidence, build_context(question, thread = the
-conversation's last session, so the history is its last turns) at token_budget 1,000 and
+conversation's last session, so the history is its last turns) at token_budget 150, 500 and
 2,000: the share of questions whose evidence turns are all in the context (history or
 memories), beside search_memory's R@10 (and all evidence in its top 10) for the same
-questions. Categories 1-4 as the retrieval benchmark reports them; 5 (adversarial) apart.
-Prints tables; writes tests/bench/results/context.json. Search ranks by relevance (its
-default; services/query/context.py RANK).
+questions, and beside search's results cut to the same budget (memory lines as a context
+shows them, with the current message: issue 32's target is a context that holds all the
+evidence at least as often). Categories 1-4 as the retrieval benchmark reports them; 5
+(adversarial) apart. Prints tables; writes tests/bench/results/context.json. A context's
+search ranks with services/query/context.py RANK; search_memory by relevance (its default).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ from tests.bench.retrieval import (
 from tests.support.servers import ThreadedServer
 from tests.support.vectors import embedded, passages, questions
 from zapomni.services.query.app import build_app
+from zapomni.services.query.context import CURRENT, MEMORIES, context_memory, memory_line
 from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.conversation import TokenCounter
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
 from zapomni.shared.ids import memory_id
@@ -70,7 +74,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
 SIZE = 10_000
 LATENCY_NAMESPACE = "context-10k"
-BUDGETS = (1000, 2000)
+BUDGETS = (150, 500, 2000)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -166,6 +170,34 @@ def by_category(queries: list[Query], values: list[float]) -> dict[str, float]:
     return {"cat1-4": share(main), "cat5": share(adversarial)}
 
 
+COUNTER = TokenCounter()
+
+
+async def search_cut_row(http: httpx2.AsyncClient, queries: list[Query], owners: dict,
+                         budget: int) -> dict:
+    """search_memory's results as a context would show them (memory lines under their
+    heading, with the current message), cut where the next one would pass ``budget``."""
+    complete, recall, kept = [], [], []
+    for q in queries:
+        _, found = await post(http, "/v1/search", SearchRequest(
+            query=q.text[:2000], namespace=q.namespace, limit=100), SearchResponse)
+        spent = COUNTER.count(f"{CURRENT}\n{q.text[:2000]}") + COUNTER.count(MEMORIES)
+        held = []
+        for hit in found.results:
+            cost = COUNTER.count(memory_line(context_memory(hit)))
+            if spent + cost > budget:
+                break
+            spent += cost
+            held.append(hit.memory_id)
+        docs = {d for mid in held for d in owners[(q.namespace, mid)]}
+        complete.append(float(q.relevant <= docs))
+        recall.append(len(docs & q.relevant) / len(q.relevant))
+        kept.append(len(held))
+    return {"token_budget": budget, "all_in_context": by_category(queries, complete),
+            "recall_in_context": by_category(queries, recall),
+            "results_kept": round(statistics.fmean(kept), 1)}
+
+
 async def search_rows(http: httpx2.AsyncClient, queries: list[Query], owners: dict) -> dict:
     recall, complete = [], []
     for q in queries:
@@ -213,8 +245,10 @@ async def locomo(settings: Settings, http: httpx2.AsyncClient, args: argparse.Na
     print(f"LoCoMo: {len(docs)} turns searchable in {seconds:.0f} s, entities in "
           f"{graphed:.0f} s; {len(queries)} questions", flush=True)
     report = {"questions": len(queries), "search": await search_rows(http, queries, owners),
-              "contexts": []}
+              "contexts": [], "search_cut": []}
     for budget in BUDGETS:
+        report["search_cut"].append(await search_cut_row(http, queries, owners, budget))
+        print(json.dumps(report["search_cut"][-1]), flush=True)
         for memories in args.memories:
             row = await context_row(http, queries, owners, last, budget, memories)
             print(json.dumps(row), flush=True)
@@ -242,6 +276,10 @@ def tables(report: dict) -> str:
                   "|---|---|---|---|---|---|---|---|---|",
                   f"| search_memory top 10 | {s['all@10']['cat1-4']} | {s['R@10']['cat1-4']} "
                   f"(R@10) | {s['all@10']['cat5']} | | 10 | | | |"]
+        for r in loc["search_cut"]:
+            lines.append(f"| search_memory cut to {r['token_budget']:,} tokens | "
+                         f"{r['all_in_context']['cat1-4']} | {r['recall_in_context']['cat1-4']} "
+                         f"| {r['all_in_context']['cat5']} | | {r['results_kept']} | | | |")
         for r in loc["contexts"]:
             lines.append(
                 f"| build_context {r['token_budget']:,} tokens, {r['memories']} memories | "
@@ -276,7 +314,7 @@ async def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=300, help="latency: queries asked")
     parser.add_argument("--questions", type=int, help="LoCoMo: a sample of this many")
-    parser.add_argument("--memories", type=int, nargs="+", default=[8, 20])
+    parser.add_argument("--memories", type=int, nargs="+", default=[8, 50])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")

@@ -25,9 +25,9 @@ in-process workers with the in-process model, and the query service over HTTP:
                   SearchRequest accepts ("memory" blends relevance with recency, frequency
                   and importance; "not available" when search has no rank option).
 
---old-age-days backdates the first statements (their created_at, set straight in FalkorDB
-after ingest: the product cannot add a memory in the past), as if the changes came that many
-days later: recency ranking has something to see. Prints a table and a few misses; writes
+--old-age-days backdates the first statements (their created_at and event time, set straight
+in FalkorDB after ingest), as if the changes came that many days later: recency ranking has
+something to see. Prints a table and a few misses; writes
 tests/bench/results/updates.json. Not part of the test suite.
 """
 
@@ -164,7 +164,8 @@ async def backdate(settings: Settings, namespace: str, ids: list[str], days: flo
     store = GraphStore(settings)
     try:
         await run(store.graph(namespace), "UNWIND $ids AS id MATCH (m:Memory {id: id}) "
-                  "SET m.created_at = m.created_at - $age", {"ids": ids, "age": days * 86400})
+                  "SET m.created_at = m.created_at - $age, "
+                  "m.occurred_at = m.occurred_at - $age", {"ids": ids, "age": days * 86400})
     finally:
         await store.aclose()
 

@@ -123,7 +123,7 @@ async def test_a_long_turn_is_cut_and_says_so(client, settings):
 async def test_expired_and_replaced_turns_are_left_out(client, settings):
     await call(client, "add_memory", text=TURNS[0], metadata={"thread": "t"})
     gone = (await call(client, "add_memory", text=TURNS[1],
-                       metadata={"thread": "t", "expires_at": 2}))["memory_id"]
+                       metadata={"thread": "t", "expires_in": 2}))["memory_id"]
     old = (await call(client, "add_memory", text=TURNS[2], metadata={"thread": "t"}))[
         "memory_id"]
     new = (await call(client, "add_memory", text=TURNS[3], metadata={"thread": "t"}))[
@@ -204,44 +204,60 @@ async def test_turns_in_the_history_are_not_repeated_as_memories(client, chat):
         without_thread["prompt"]
 
 
+def same(found: list[dict], expected: list[dict]) -> None:
+    """The same memories in the same order; a fused score may differ in its 6th decimal
+    between two searches (seen once in CI under load: 0.715778 against 0.715779)."""
+    assert [{**m, "score": None} for m in found] == [{**m, "score": None} for m in expected]
+    assert [m["score"] for m in found] == pytest.approx([m["score"] for m in expected],
+                                                        abs=1e-5)
+
+
+def fitted(context, full, turns: int, memories: int, budget: int) -> None:
+    """``context`` holds ``full``'s newest ``turns`` and best ``memories``, within budget."""
+    assert context["history"] == full["history"][len(full["history"]) - turns:]
+    same(context["memories"], full["memories"][:memories])
+    info = context["metadata"]
+    assert (info["history_count"], info["memory_count"]) == (turns, memories)
+    assert info["total_tokens"] == tokens(context["prompt"]) <= budget
+    assert info["truncated"] is (turns < len(full["history"])
+                                 or memories < len(full["memories"]))
+
+
 async def test_over_the_budget_the_oldest_turns_go_first_then_the_lowest_memories(client, chat):
-    ask = {"query": QUERY, "thread": "lisbon", "namespace": "talk", "memories": 3}
+    """Here the turns left out rank below the best memory (a turn that ranks above one takes
+    its place: tests/integration/test_context_roles.py), so a token less drops the oldest
+    turn; without a history, the lowest memory."""
+    ask = {"query": QUERY, "thread": "lisbon", "namespace": "talk", "memories": 1}
     full = await call(client, "build_context", token_budget=100_000, **ask)
-    assert (len(full["history"]), len(full["memories"])) == (6, 3)
+    assert (len(full["history"]), len(full["memories"])) == (6, 1)
     total = full["metadata"]["total_tokens"]
     assert total == tokens(full["prompt"]) and not full["metadata"]["truncated"]
-
-    def same(found: list[dict], expected: list[dict]) -> None:
-        """The same memories in the same order; a fused score may differ in its 6th decimal
-        between two searches (seen once in CI under load: 0.715778 against 0.715779)."""
-        assert [{**m, "score": None} for m in found] == [{**m, "score": None} for m in expected]
-        assert [m["score"] for m in found] == pytest.approx([m["score"] for m in expected],
-                                                            abs=1e-5)
-
-    def fitted(context, turns: int, memories: int, budget: int) -> None:
-        assert context["history"] == full["history"][len(full["history"]) - turns:]
-        same(context["memories"], full["memories"][:memories])
-        info = context["metadata"]
-        assert (info["history_count"], info["memory_count"]) == (turns, memories)
-        assert info["total_tokens"] == tokens(context["prompt"]) <= budget
-        assert info["truncated"] is (turns < 6 or memories < 3)
-
-    fitted(await call(client, "build_context", token_budget=total, **ask), 6, 3, total)
-    fitted(await call(client, "build_context", token_budget=total - 1, **ask), 5, 3, total - 1)
-    # the history's tokens, heading and all; the newest turn alone, with its heading
+    fitted(await call(client, "build_context", token_budget=total, **ask), full, 6, 1, total)
+    fitted(await call(client, "build_context", token_budget=total - 1, **ask), full, 5, 1,
+           total - 1)
+    # the history's tokens, heading and all; the newest k turns alone, with their heading
     history = tokens("## Recent conversation\n" + "\n".join(texts(full["history"])))
-    newest = tokens("## Recent conversation\n" + full["history"][-1]["text"])
-    budget = total - history + newest
-    fitted(await call(client, "build_context", token_budget=budget, **ask), 1, 3, budget)
-    fitted(await call(client, "build_context", token_budget=budget - 1, **ask), 0, 3,
-           budget - 1)
-    # the current message and the two best memories under their heading: the third goes
+
+    def needed(k: int) -> int:
+        kept = texts(full["history"][len(full["history"]) - k:])
+        return total - history + tokens("## Recent conversation\n" + "\n".join(kept))
+
+    steps = [k for k in range(1, 6) if needed(k) - 1 >= 100]  # the smallest budget is 100
+    assert steps
+    for k in steps:
+        fitted(await call(client, "build_context", token_budget=needed(k), **ask), full, k, 1,
+               needed(k))
+        fitted(await call(client, "build_context", token_budget=needed(k) - 1, **ask), full,
+               k - 1, 1, needed(k) - 1)
+    # memories alone: the current message and the two best under their heading, the third goes
+    ask = {"query": QUERY, "namespace": "talk", "memories": 3, "history_turns": 0}
+    full = await call(client, "build_context", token_budget=100_000, **ask)
     current = tokens(f"## Current message\n{QUERY}")
     best = tokens("\n".join(full["prompt"].split("\n")[:3]))
     budget = current + best
     assert budget - 1 >= 100  # the smallest budget there is
-    fitted(await call(client, "build_context", token_budget=budget, **ask), 0, 2, budget)
-    fitted(await call(client, "build_context", token_budget=budget - 1, **ask), 0, 1,
+    fitted(await call(client, "build_context", token_budget=budget, **ask), full, 0, 2, budget)
+    fitted(await call(client, "build_context", token_budget=budget - 1, **ask), full, 0, 1,
            budget - 1)
     alone = await call(client, "build_context", token_budget=max(100, current), memories=0,
                        query=QUERY, thread="lisbon", namespace="talk", history_turns=0)

@@ -63,11 +63,13 @@ async def delete_task_of(aredis, memory_id: str):
 
 async def test_an_expired_memory_is_hidden_then_swept_through_a_delete_task(
         settings, front, query_service, aredis):
+    # a point in time as unix seconds, a few seconds ahead (issue 32: it was read as seconds
+    # from now, so it expired 57 years later)
     soon = await add_text(settings, "The door code is 4711 until the locks change.",
-                          {"expires_at": 3})
+                          {"expires_at": int(time.time()) + 4})
     pinned = await add_text(settings, "The door code of the shed is 1234.", {"pinned": True})
     later = await add_text(settings, "The door code of the garage is 9999.",
-                           {"expires_at": 3600})
+                           {"expires_in": 3600})
     await run_workers(settings)
     record = await front.query.call("/v1/memory", MemoryRef(memory_id=soon.memory_id),
                                     MemoryRecord)
@@ -117,8 +119,8 @@ async def test_an_expired_memory_is_hidden_then_swept_through_a_delete_task(
 
 async def test_the_sweep_skips_a_memory_being_deleted_or_added_again(settings, front,
                                                                      query_service, aredis):
-    first = await add_text(settings, "Parking is on level 3 this week.", {"expires_at": 60})
-    second = await add_text(settings, "Parking is on level 5 next week.", {"expires_at": 60})
+    first = await add_text(settings, "Parking is on level 3 this week.", {"expires_in": 60})
+    second = await add_text(settings, "Parking is on level 5 next week.", {"expires_in": 60})
     await run_workers(settings)
     deleting = await ops.delete_memory(front, MemoryRef(memory_id=first.memory_id))
     store = GraphStore(settings)
@@ -146,7 +148,7 @@ async def test_a_memory_still_ingesting_waits_for_its_ingest(settings, front, qu
     fan_out = msgspec.structs.replace(settings, part_chunks=2, chunk_tokens=64,
                                       chunk_overlap=8)
     text = " ".join(f"Sentence {i} of a long report on harbour cranes." for i in range(80))
-    receipt = await add_text(settings, text, {"expires_at": 60})
+    receipt = await add_text(settings, text, {"expires_in": 60})
     worker = make_worker(fan_out, burst=True, handle_signals=False)
     worker.max_burst_jobs = 1  # the ingest job only: the memory is written, its parts queued
     await worker.main()

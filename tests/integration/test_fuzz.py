@@ -74,6 +74,21 @@ def schema_type(prop: dict) -> str:
     return next(o["type"] for o in prop.get("anyOf", [prop]) if o.get("type") != "null")
 
 
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+              dict: "object"}
+
+
+def wrong_value(prop: dict):
+    """A value of none of the types the argument takes (as_of takes a string or a number)."""
+    types = {o.get("type") for o in prop.get("anyOf", [prop])}
+    if "number" in types:
+        types.add("integer")
+    value = WRONG[schema_type(prop)]
+    if JSON_TYPES[type(value)] not in types:
+        return value
+    return next(v for v in (5, "5", "yes", [1], {"k": 1}) if JSON_TYPES[type(v)] not in types)
+
+
 def test_every_tool_refuses_wrong_types_unknown_and_missing_arguments_in_our_words(
         settings, query_service):
     """Read from each tool's advertised schema, so a new tool or argument is covered too."""
@@ -84,7 +99,7 @@ def test_every_tool_refuses_wrong_types_unknown_and_missing_arguments_in_our_wor
         for tool in tools:
             props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
             minimal = {name: MINIMAL[name] for name in required}
-            cases = [(name, minimal | {name: WRONG[schema_type(prop)]}, "expected ")
+            cases = [(name, minimal | {name: wrong_value(prop)}, "expected ")
                      for name, prop in props.items()]
             cases += [(name, {k: v for k, v in minimal.items() if k != name},
                        "required but missing; send ") for name in required]

@@ -108,25 +108,28 @@ async def test_pages_follow_the_cursor_and_do_not_shift_while_memories_are_added
 
 
 async def test_pages_are_exact_over_years_of_memories_and_equal_times(client, settings):
-    """Memories spread from a minute ahead (another clock) to ~30 years back, two pairs
-    created in the same microsecond: every page, either order, is the exact slice of the
-    whole order (by time in microseconds, then id), across the windows a page is read from."""
+    """Memories whose event times spread from a minute ahead (another clock) to ~30 years
+    back, pairs that happened in the same microsecond, added at the same time or not: every
+    page, either order, is the exact slice of the whole order (by event time in
+    microseconds, then time added, then id), across the windows a page is read from."""
     now = time.time()
     times = [now + 60, now, now, now - 1, *(now - 10 ** (k / 4) for k in range(4, 36)),
-             now - 5e8, now - 5e8]
-    rows = [[f"mem_{i * 7919 % 1000:032x}", at, f"Memory {i}\nbody"] for i, at in
+             now - 5e8, now - 5e8, now - 5e8]
+    rows = [[f"mem_{i * 7919 % 1000:032x}", at, f"Memory {i}\nbody", now - i % 2] for i, at in
             enumerate(times)]
     store = GraphStore(settings)
     try:
         graph = store.graph("default")
         for query in cypher.SCHEMA:
             await run(graph, query)
-        await run(graph, "UNWIND $rows AS r CREATE (:Memory {id: r[0], created_at: r[1], "
-                         "text: r[2], tags: [], source: '', metadata: '{}', meta_kv: [], "
-                         "chunk_count: 1, ready: true, task_id: ''})", {"rows": rows})
+        await run(graph, "UNWIND $rows AS r CREATE (:Memory {id: r[0], occurred_at: r[1], "
+                         "created_at: r[3], text: r[2], tags: [], source: '', metadata: '{}', "
+                         "meta_kv: [], chunk_count: 1, ready: true, task_id: ''})",
+                  {"rows": rows})
     finally:
         await store.aclose()
-    order = sorted(rows, key=lambda r: (int(r[1] * 1_000_000), r[0]), reverse=True)
+    order = sorted(rows, key=lambda r: (int(r[1] * 1_000_000), int(r[3] * 1_000_000), r[0]),
+                   reverse=True)
     newest = [r[0] for r in order]
     for limit in (1, 3, 7):
         found = await pages(client, limit=limit)
@@ -163,9 +166,9 @@ async def test_a_memory_still_ingesting_is_listed_with_its_task(client, settings
     ({"cursor": "not-a-cursor"}, "cursor: not a cursor list_memories returned"),
     ({"cursor": ""}, "cursor: must not be empty"),
     ({"cursor": "x" * 201}, "cursor: too long (at most 200 characters)"),
-    ({"cursor": write_cursor("oldest", 1, "mem_" + "0" * 32)},
+    ({"cursor": write_cursor("oldest", 1, 1, "mem_" + "0" * 32)},
      "cursor: not a cursor list_memories returned for this order"),
-    ({"cursor": write_cursor("newest", 1, "../etc")}, "cursor: not a cursor"),
+    ({"cursor": write_cursor("newest", 1, 1, "../etc")}, "cursor: not a cursor"),
     ({"filters": {"colour": "red"}}, "filters: unknown key(s) colour"),
     ({"namespace": "Bad NS"}, "namespace: must be 1-64 characters"),
     ({"sort": "newest"}, "sort: unknown argument; list_memories takes namespace, filters"),

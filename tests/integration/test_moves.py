@@ -43,7 +43,8 @@ def base_settings(falkordb_url: str, **overrides):
 
 async def fill(settings) -> None:
     for i, text in enumerate(TEXTS):
-        metadata = {"tags": ["fact"], "n": i, "thread": "t1"} if i < 3 else {"source": "book"}
+        metadata = {"tags": ["fact"], "n": i, "thread": "t1", "role": "user",
+                    "occurred_at": f"200{i}-05-04"} if i < 3 else {"source": "book"}
         await add_text(settings, text, metadata)
     await run_workers(settings)
 
@@ -69,7 +70,8 @@ async def results(settings, namespace: str, mode="hybrid") -> list[list[tuple[st
 
 MEMORY_STATE = ("MATCH (m:Memory) OPTIONAL MATCH (m)-[:HAS_CHUNK]->(c:Chunk) "
                 "WITH m, c ORDER BY c.id RETURN m.id, m.text, m.tags, m.source, m.metadata, "
-                "m.created_at, m.thread, m.after, m.ready, collect([c.id, c.char_start, "
+                "m.created_at, m.occurred_at, m.role, m.thread, m.after, m.ready, "
+                "collect([c.id, c.char_start, "
                 "c.char_end, c.embedding]) ORDER BY m.id")
 
 
@@ -92,6 +94,7 @@ async def test_export_import_gives_the_same_search_and_embeds_nothing(falkordb_u
     assert await results(settings, "copy") == await results(settings, "default")
     source = await query(settings, MEMORY_STATE)
     assert await query(settings, MEMORY_STATE, namespace="copy") == source
+    assert sorted(row[6] for row in source if row[7]) == [957398400.0, 988934400.0, 1020470400.0]
     # the thread's order came along: the same THEN edges
     then = "MATCH (a:Memory)-[:THEN]->(b:Memory) RETURN a.id, b.id ORDER BY a.id"
     assert await query(settings, then, namespace="copy") == await query(settings, then)

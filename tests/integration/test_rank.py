@@ -199,7 +199,8 @@ async def make_older(settings, memory_id: str, days: float, namespace: str) -> N
     store = GraphStore(settings)
     try:
         await run(store.graph(namespace), "MATCH (m:Memory {id: $id}) SET m.created_at = "
-                  "m.created_at - $age", {"id": memory_id, "age": days * 86400})
+                  "m.created_at - $age, m.occurred_at = m.occurred_at - $age",
+                  {"id": memory_id, "age": days * 86400})
     finally:
         await store.aclose()
 

@@ -221,7 +221,7 @@ async def test_unknown_memories_and_invalid_or_empty_updates_change_nothing(
             await change(front, memory_id, text, metadata)
     for metadata, message in [
         ({"thread": "other"}, "metadata.thread: the thread of a memory cannot be changed"),
-        ({"expires_at": 3600}, "metadata: pinned and expires_at together"),
+        ({"expires_in": 3600}, "metadata: pinned and expires_at together"),
         ({"importance": 2}, "metadata.importance: expected a number from 0 to 1"),
     ]:
         with pytest.raises(InvalidInput, match=message):

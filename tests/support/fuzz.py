@@ -120,7 +120,8 @@ GOOD_METADATA = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
 GOOD_FILTERS = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "tags": st.lists(st.text(min_size=1, max_size=20), max_size=3),
     "source": st.text(max_size=20), "source_prefix": st.text(min_size=1, max_size=20),
-    "after": st.just("2020-01-01")}))
+    "after": st.sampled_from(["2020-01-01", 1_600_000_000]),
+    "before": st.sampled_from(["2030-01-01T00:00:00Z", 1.9e9])}))
 BAD_FILTERS = st.one_of(
     st.fixed_dictionaries({}, optional={
         "tags": st.lists(strings(20), max_size=3), "tags_all": st.lists(strings(20), max_size=3),
@@ -139,12 +140,19 @@ SCORE = (st.floats(0, 1), st.one_of(st.floats(), WRONG_TYPES))
 MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
+# a point in time: ISO-8601 or unix seconds (shared/times.py)
+AS_OF = (st.one_of(st.sampled_from(["2023-05-26", "2023-05-26T12:00:00Z",
+                                    "2023-05-26T14:00+02:00"]),
+                   st.integers(0, 2_000_000_000), st.floats(-1e10, 1e11)),
+         st.one_of(strings(40), st.just(1e13), WRONG_TYPES))
 CURSOR = (st.builds(write_cursor, st.sampled_from(["newest", "oldest"]),
-                    st.integers(0, 2**53 - 1), ids("mem_").filter(_encodable)),
+                    st.integers(-2**53, 2**53 - 1), st.integers(0, 2**53 - 1),
+                    ids("mem_").filter(_encodable)),
           st.one_of(strings(), st.just("x" * 201), WRONG_TYPES))
 THREAD = (st.one_of(st.sampled_from(["chat", "a thread", "t" * 512]), GOOD_TEXT),
           st.one_of(strings(40), st.just("t" * 513), WRONG_TYPES))
-HISTORY_CURSOR = (st.sampled_from(["WzE1LCJtZW1fMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAiXQ"]),
+HISTORY_CURSOR = (st.sampled_from(["WzE1LDE2LCJtZW1fMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMD"
+                                   "AwMDAiXQ"]),
           st.one_of(strings(60), st.just("A" * 201), WRONG_TYPES))
 
 # each tool's arguments: (well-formed values, hostile or malformed values)
@@ -161,7 +169,8 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                       "namespace": NAMESPACE, "mode": (st.sampled_from(
                           ["hybrid", "vector", "keyword", "graph"]), strings()),
                       "min_score": SCORE, "rank": (st.sampled_from(["relevance", "memory"]),
-                                                   st.one_of(strings(), WRONG_TYPES))},
+                                                   st.one_of(strings(), WRONG_TYPES)),
+                      "as_of": AS_OF},
     "get_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
     "delete_memory": {"memory_id": MEMORY_ID, "namespace": NAMESPACE},
     "get_stats": {"namespace": NAMESPACE},
@@ -196,7 +205,7 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                           st.integers(-5, 99), st.integers(100_001, 10**12), WRONG_TYPES)),
                       "history_turns": (st.integers(0, 100), LIMIT[1]),
                       "memories": (st.integers(0, 50), LIMIT[1]),
-                      "filters": (GOOD_FILTERS, BAD_FILTERS)},
+                      "filters": (GOOD_FILTERS, BAD_FILTERS), "as_of": AS_OF},
 }
 # the tools that write (not readOnlyHint): a read-only token is refused on every one
 WRITES = {"add_memory", "add_memories", "delete_memory", "build_graph", "cancel_task",

@@ -32,11 +32,12 @@ def refusal(call, *args) -> str:
 
 
 def test_a_cursor_goes_back_to_where_the_page_ended():
-    cursor = encode_cursor(1_763_938_000_123_456, MEMORY)
+    cursor = encode_cursor(1_700_000_000_000_000, 1_763_938_000_123_456, MEMORY)
     assert cursor.isascii() and "=" not in cursor
-    assert decode_cursor(cursor) == (1_763_938_000_123_456, MEMORY)
+    assert decode_cursor(cursor) == (1_700_000_000_000_000, 1_763_938_000_123_456, MEMORY)
     assert decode_history("t", None, None, cursor) == HistoryRequest(
-        thread="t", before_us=1_763_938_000_123_456, before_id=MEMORY)
+        thread="t", before_us=1_700_000_000_000_000, before_cu=1_763_938_000_123_456,
+        before_id=MEMORY)
     assert decode_history("t", "ns", 3, None) == HistoryRequest(thread="t", namespace="ns",
                                                                 limit=3)
 
@@ -111,8 +112,9 @@ def test_a_context_stays_in_its_budget_and_counts_its_own_prompt(query, said, fo
     turns = [Turn(memory_id=f"mem_{i:032x}", text=text, metadata={}, created_at="2026")
              for i, text in enumerate(said)]
     memories = [ContextMemory(memory_id=f"mem_{i:032x}", text=text, score=1.0 - i / 10,
-                              why={}, metadata={}, created_at="2026-11-23T10:00:00+00:00",
-                              memory_type="note") for i, text in enumerate(found, 10)]
+                              why={}, metadata={}, created_at="2026-11-24T10:00:00+00:00",
+                              occurred_at="2026-11-23T10:00:00+00:00", memory_type="note")
+                for i, text in enumerate(found, 10)]
     context = fit(request, turns, memories, COUNTER, current, needed)
     info = context.metadata
     whole = fit(msgspec.structs.replace(request, token_budget=100_000), turns, memories,

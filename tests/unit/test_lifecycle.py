@@ -16,15 +16,17 @@ MEM = "mem_" + "a" * 32
 
 
 def test_a_cursor_reads_back_only_in_its_own_order():
-    cursor = write_cursor("newest", 1_795_480_445_898_116, MEM)
-    assert read_cursor(cursor, "newest") == (1_795_480_445_898_116, MEM)
+    cursor = write_cursor("newest", -1_795_480_445_898_116, 1_795_480_445_898_117, MEM)
+    assert read_cursor(cursor, "newest") == (-1_795_480_445_898_116, 1_795_480_445_898_117,
+                                             MEM)
     with pytest.raises(InvalidInput, match="^cursor: not a cursor list_memories returned"):
         read_cursor(cursor, "oldest")
 
 
 @pytest.mark.parametrize("cursor", ["x", "!!!!", "bm90IGpzb24", "WyJuIiwtMSwibWVtXyJd",
-                                    "é", write_cursor("newest", 2**60, MEM),
-                                    write_cursor("newest", 5, "mem_1")])
+                                    "é", write_cursor("newest", 2**62, 5, MEM),
+                                    write_cursor("newest", 5, 2**60, MEM),
+                                    write_cursor("newest", 5, 5, "mem_1")])
 def test_a_malformed_cursor_is_refused(cursor):
     with pytest.raises(InvalidInput, match="^cursor: "):
         read_cursor(cursor, "newest")

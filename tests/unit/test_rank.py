@@ -76,15 +76,16 @@ def test_relevance_is_put_on_zero_to_one_for_every_mode():
 def test_the_parts_add_up_and_follow_their_definitions():
     day = 86400.0
     weights = rank_weights(Settings())
-    # columns after the id: tags, source, metadata, created_at, importance, count, accessed
-    old = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, None, 5, None], 1000.0 + 30 * day,
-                       30 * day, weights)
+    # columns after the id: tags, source, metadata, created_at, occurred_at, parts,
+    # importance, count, accessed. Recency counts from the event time, not the add
+    old = memory_parts(0.8, 0.8, [[], "", "{}", 9e9, 1000.0, None, None, 5, None],
+                       1000.0 + 30 * day, 30 * day, weights)
     assert old["recency"].value == pytest.approx(0.5) and old["recency"].basis == 30
     assert old["frequency"].value == pytest.approx(0.5) and old["frequency"].basis == 5
     assert old["importance"].value == 0.5 and old["importance"].basis is None
     assert sum(p.points for p in old.values()) == pytest.approx(
         0.4 * 0.8 + 0.3 * 0.5 + 0.2 * 0.5 + 0.1 * 0.5)
-    fresh = memory_parts(0.8, 0.8, [[], "", "{}", 1000.0, None, 0.9, None, None], 1000.0,
+    fresh = memory_parts(0.8, 0.8, [[], "", "{}", 0.0, 1000.0, None, 0.9, None, None], 1000.0,
                          30 * day, weights)
     assert (fresh["recency"].value, fresh["frequency"].value, fresh["importance"].value) == \
         (1.0, 0.0, 0.9)
@@ -108,9 +109,10 @@ def test_rank_by_memory_reorders_the_pool_and_leaves_out_memories_that_are_gone(
     pool = [Candidate(row=[f"m{i}", f"c{i}", "", 0, 0, 1], score=s)
             for i, s in enumerate((0.9, 0.85, 0.8, 0.7))]
     fields = [[], "", "{}"]
-    memories = {"m0": [*fields, now - 90 * day, None, 0, None],  # best match, three months old
-                "m1": [*fields, now, None, 0, None],
-                "m2": [*fields, now, 1.0, 20, now]}  # m3: deleted since the search began
+    # the best match happened three months before it was added (now)
+    memories = {"m0": [*fields, now, now - 90 * day, None, None, 0, None],
+                "m1": [*fields, now, now, None, None, 0, None],
+                "m2": [*fields, now, now, None, 1.0, 20, now]}  # m3: deleted since
     kept, parts = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3),
                                  Settings(), now)
     assert [c.memory_id for c in kept] == ["m2", "m1", "m0"]
@@ -121,3 +123,7 @@ def test_rank_by_memory_reorders_the_pool_and_leaves_out_memories_that_are_gone(
     assert parts["c0"]["relevance"].basis == 0.9 and parts["c0"]["recency"].basis == 90
     two, _ = rank_by_memory(pool, memories, SearchRequest(query="q", limit=2), Settings(), now)
     assert two == kept[:2]
+    # asked as of 90 days ago, the old memory is the recent one
+    _, then = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3,
+                                                           as_of=now - 90 * day), Settings())
+    assert then["c0"]["recency"].value == 1.0 and then["c1"]["recency"].basis == 0

@@ -23,11 +23,13 @@ def row(memory: str, idx: int, start: int = 0, end: int = 10, score: float = 0.0
 
 
 def test_hit_from_a_candidate():
-    fields = [["t"], "src", '{"page": 2}', 1767225600.0]  # of the memory, fetched for hits
+    # of the memory, fetched for hits: tags, source, metadata, created_at, occurred_at, parts
+    fields = [["t"], "src", '{"page": 2}', 1767225600.0, 1767139200.0, None]
     hit = shape_hit(single("vector", [(row("m", 0), 0.75)])[0], fields)
     assert hit.score == 0.75 and hit.why["vector"].rank == 1
     assert hit.metadata == {"page": 2} and hit.tags == ["t"] and hit.source == "src"
     assert hit.created_at == "2026-01-01T00:00:00+00:00" and hit.also_matched == 0
+    assert hit.occurred_at == "2025-12-31T00:00:00+00:00"
 
 
 def test_rrf_rewards_agreement_and_explains_ranks():
@@ -139,10 +141,10 @@ def test_the_cap_keeps_the_order_in_which_memories_first_appear():
 def test_a_hit_lists_its_memorys_further_matches_with_their_offsets():
     ranked = single("vector", [(row("big", i, 100 * i, 100 * i + 90), 0.9 - i / 10)
                                for i in range(5)])
-    hit = shape_hit(share_page(ranked, 2)[0], [[], "", "{}", 0.0])
+    hit = shape_hit(share_page(ranked, 2)[0], [[], "", "{}", 0.0, 0.0, None])
     assert [(m.chunk_id, m.char_start, m.char_end, m.score) for m in hit.more] == [
         ("big:2", 200, 290, 0.7), ("big:3", 300, 390, 0.6), ("big:4", 400, 490, 0.5)]
-    assert shape_hit(share_page(ranked, 2)[1], [[], "", "{}", 0.0]).more == []
+    assert shape_hit(share_page(ranked, 2)[1], [[], "", "{}", 0.0, 0.0, None]).more == []
 
 
 def test_max_per_memory_is_a_bounded_setting():

@@ -177,18 +177,32 @@ def test_no_regex_and_no_library_wording_in_id_errors():
     assert error_of(convert, {"bogus": 1}, BuildGraph) == "bogus: unknown field"
 
 
-# ---- metadata keys Zapomni reads (importance, memory_type, pinned, expires_at, confidence) ----
+# ---- metadata keys Zapomni reads (importance, memory_type, pinned, expiry, confidence, role,
+# occurred_at) and the one time rule: a point in time is ISO-8601 or unix seconds ----
 
 
-def test_recognised_metadata_is_read_and_expiry_normalised():
+def test_recognised_metadata_is_read_and_times_normalised():
     now = 1_800_000_000.0
-    meta = {"importance": 0.8, "memory_type": "preference", "expires_at": 3600,
-            "confidence": 1}
+    meta = {"importance": 0.8, "memory_type": "preference", "expires_in": 3600,
+            "confidence": 1, "role": "user", "occurred_at": 1_700_000_000}
     fields = memory_fields(meta, now=now)
     assert fields == {"importance": 0.8, "confidence": 1.0, "memory_type": "preference",
-                      "pinned": False, "expires_at": now + 3600}
-    assert meta["expires_at"] == "2027-01-15T09:00:00Z"  # what get_memory will show
+                      "pinned": False, "expires_at": now + 3600, "role": "user",
+                      "occurred_at": 1_700_000_000.0}
+    # what get_memory will show: points in time as ISO-8601, the duration gone
+    assert meta == {"importance": 0.8, "memory_type": "preference", "confidence": 1,
+                    "role": "user", "expires_at": "2027-01-15T09:00:00Z",
+                    "occurred_at": "2023-11-14T22:13:20Z"}
     assert memory_fields({"expires_at": "2030-01-01"}, now=now)["expires_at"] == 1893456000.0
+
+
+def test_a_unix_expiry_is_a_point_in_time_not_seconds_from_now():
+    """The bug of issue 32: expires_at 1790000000 was read as 57 years from now."""
+    now = 1_789_000_000.0
+    assert memory_fields({"expires_at": 1_790_000_000}, now=now)["expires_at"] == 1.79e9
+    assert memory_fields({"expires_at": "2026-09-21T16:13:20+02:00"}, now=now)[
+        "expires_at"] == 1_790_000_000.0
+    assert memory_fields({"occurred_at": "2023-05-04"})["occurred_at"] == 1683158400.0
 
 
 @pytest.mark.parametrize(("meta", "message"), [
@@ -197,10 +211,19 @@ def test_recognised_metadata_is_read_and_expiry_normalised():
     ({"confidence": "high"}, "metadata.confidence: expected a number from 0 to 1, got a string"),
     ({"memory_type": ""}, "metadata.memory_type: expected a string of 1-64 characters"),
     ({"pinned": "yes"}, "metadata.pinned: expected true or false, got a string"),
-    ({"expires_at": "2020-01-01"}, "metadata.expires_at: 2020-01-01 is in the past"),
+    ({"expires_at": "2020-01-01"}, "metadata.expires_at: 2020-01-01T00:00:00Z is in the past"),
+    ({"expires_at": 1_600_000_000}, "metadata.expires_at: 2020-09-13T12:26:40Z is in the past"),
     ({"expires_at": "soon"}, "metadata.expires_at: expected an ISO-8601 date or datetime"),
-    ({"expires_at": -5}, "metadata.expires_at: as a number it is seconds from now, 1 to"),
-    ({"expires_at": 60, "pinned": True}, "metadata: pinned and expires_at together"),
+    ({"expires_at": True}, "metadata.expires_at: expected an ISO-8601 date or datetime"),
+    ({"expires_in": -5}, "metadata.expires_in: expected seconds from now, 1 to"),
+    ({"expires_in": "1h"}, "metadata.expires_in: expected seconds from now, 1 to"),
+    ({"expires_in": 60, "expires_at": "2099-01-01"},
+     "metadata: expires_at and expires_in together"),
+    ({"expires_in": 60, "pinned": True}, "metadata: pinned and expires_at together"),
+    ({"occurred_at": "last week"}, "metadata.occurred_at: expected an ISO-8601 date"),
+    ({"occurred_at": 1e12}, "metadata.occurred_at: 1000000000000.0 is outside the years"),
+    ({"role": "User"}, "metadata.role: expected one of user, assistant, system, tool"),
+    ({"role": 1}, "metadata.role: expected one of user, assistant, system, tool"),
 ])
 def test_recognised_metadata_refused_with_the_field_and_the_limit(meta, message):
     with pytest.raises(InvalidInput) as refused:
