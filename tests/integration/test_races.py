@@ -278,8 +278,9 @@ async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredi
 
 async def test_first_writers_of_a_namespace_make_one_model_record(settings):
     """Eight processes' first writes to fresh namespaces at once: each namespace ends with
-    one record of its model (FalkorDB's MERGEs of a label new to the graph each created
-    their own node, 2-16 of 16, before the indexes were made first)."""
+    one record of its model and one of its stored shape's version (FalkorDB's MERGEs of a
+    label new to the graph each created their own node, 2-16 of 16, before the indexes were
+    made first)."""
     stores = [GraphStore(settings) for _ in range(8)]
     try:
         for n in range(5):
@@ -287,7 +288,7 @@ async def test_first_writers_of_a_namespace_make_one_model_record(settings):
             await asyncio.gather(*(prepare_namespace(s, namespace, "test", 3) for s in stores))
             rows = await stores[0].graph(namespace).query(
                 "MATCH (x:ZapomniMeta) RETURN x.key, count(x) ORDER BY x.key")
-            assert rows.result_set == [["embedding", 1]]
+            assert rows.result_set == [["embedding", 1], ["schema", 1]]
     finally:
         for s in stores:
             await s.aclose()
