@@ -115,7 +115,7 @@ def _last_unit(m: re.Match, now: datetime) -> tuple[float, float]:
     """"last week": the calendar week before this one (Monday first); "this week": from its
     start to now; "past week": the seven days before now."""
     which, unit = m[1], m[2]
-    if which in ("past", "last few", "the past"):
+    if which in ("past", "last few", "the past") and unit != "weekend":
         return now.timestamp() - UNITS[unit], now.timestamp()
     today = day_start(now)
     if unit == "week":

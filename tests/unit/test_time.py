@@ -106,3 +106,13 @@ def test_a_chain_is_ordered_over_the_places_it_holds_and_marked():
     past = arrange(candidates, firsts, [["old", "new"]], "")
     assert [c.memory_id for c in past] == ["old", "other", "new"]
     assert past[0].outdated_by == "new"  # marked, not moved
+
+
+@pytest.mark.parametrize("which", ["last", "this", "past", "the past", "previous"])
+@pytest.mark.parametrize("unit", ["week", "weekend", "month", "year"])
+def test_every_last_this_or_past_unit_is_a_window_up_to_as_of(which, unit):
+    """"the past weekend" once raised KeyError in the query service (a 500 for the user)."""
+    when = read_time(f"What did I cook {which} {unit}?", FRIDAY)
+    assert when.words == f"{which} {unit}"
+    assert when.lo is not None and when.hi is not None
+    assert when.lo < when.hi <= FRIDAY
