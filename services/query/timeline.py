@@ -23,7 +23,8 @@ in Kraków" ... "I moved to Gdańsk") are found among the best TOP results witho
 
 In each chain the statements are ordered by event time (then time added) over the places the
 chain already holds: the newest first for a question about the present (``now``,
-``currently``, ``latest``, or a present-tense question), the oldest first for ``initially``,
+``currently``, ``latest``; a present-tense question without such words only where the newer
+statement says that something changed: ``STRONG``), the oldest first for ``initially``,
 ``used to``, ``the first time``, ``before?``; a past-tense question is left as ranked. Every
 older statement of a chain says ``outdated_by`` (the chain's newest) and ``why.currency``
 (newer: that id; the newest names the one it follows with ``older``).
@@ -63,6 +64,15 @@ SIMILAR_CHANGED = 0.3
 CHANGED = re.compile(r"\b(now|moved|switched|changed|new|no longer|any ?more|instead|left|"
                      r"quit|became|replaced|gave up|took up|started|since|finally)\b",
                      re.IGNORECASE)
+# a change said in so many words: a present-tense question without time words puts the
+# newer first only when the newer one says one of these. Measured 2026-11-27 (./dev bench
+# retrieval --datasets locomo, ./dev bench currency): moving every chain for such questions
+# cost LoCoMo hybrid R@5 0.615 -> 0.553 (a speaker's chat turns on one topic pair up as
+# "changes"); moving only these, 0.613 (R@10 0.702; 0.707 before issue 32), with the
+# generated present-tense questions' current first 0.71 (self) / 0.78 (people), against
+# 0.85 / 0.81 moving every chain and 0.53 / 0.45 moving none
+STRONG = re.compile(r"\b(moved|switched|changed|no longer|any ?more|instead|left|quit|"
+                    r"replaced|gave up)\b", re.IGNORECASE)
 # a speaker named at the start of a turn's text, after an optional [date]
 SPEAKER = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*)?([A-Z][\w'.-]{0,30}):\s")
 LEADING = re.compile(r"^\W*(?:(?i:the|a|an|our|his|her|their|its)\s+)?([A-Z][\w'-]*)")
@@ -78,12 +88,13 @@ PAST = re.compile(r"\b(did|was|were|had|used to)\b", re.IGNORECASE)
 
 
 def asked_order(when: When, query: str) -> str:
-    """Which end of a changed fact the question wants: its words, else present tense asks
-    for the latest; a past-tense question for neither."""
+    """Which end of a changed fact the question wants: its words ("latest", "earliest"),
+    else a present-tense question asks for the "present" (the latest, where the newer
+    statement says that something changed: STRONG); a past-tense question for neither."""
     if when.order:
         return when.order
     if PRESENT.search(query) and not PAST.search(query):
-        return "latest"
+        return "present"
     return ""
 
 
@@ -152,6 +163,9 @@ async def newer_first(graph: AsyncGraph, candidates: list[Candidate], order: str
     chains = pair_statements(pairs, await similarities(graph, candidates, firsts, pairs, prop),
                              {m: facts[m][0] for m in firsts if m in facts},
                              {m for m, text in texts.items() if CHANGED.search(text)})
+    if order == "present":  # no time words: only a change said in so many words moves
+        strong = {c[-1] for c in chains if STRONG.search(texts[c[-1]])}
+        return arrange(candidates, firsts, chains, "latest", strong)
     return arrange(candidates, firsts, chains, order)
 
 
@@ -202,8 +216,9 @@ def pair_statements(pairs: list[tuple[str, str]], sims: dict[tuple[str, str], fl
 
 
 def arrange(candidates: list[Candidate], firsts: dict[str, int], chains: list[list[str]],
-            order: str) -> list[Candidate]:
-    """Each chain's members over the places it holds, newest (or oldest) first, marked."""
+            order: str, only: set[str] | None = None) -> list[Candidate]:
+    """Each chain's members over the places it holds, newest (or oldest) first, marked;
+    with ``only``, just the chains whose newest is in it move (the rest are marked)."""
     out = list(candidates)
     for chain in chains:
         places = sorted(firsts[m] for m in chain)
@@ -213,7 +228,8 @@ def arrange(candidates: list[Candidate], firsts: dict[str, int], chains: list[li
             source = candidates[firsts[memory]]
             why = {**source.why, "currency": currency_why(chain, memory)}
             marked = replace(source, why=why, outdated_by="" if memory == newest else newest)
-            target = places[position - 1] if order else firsts[memory]
+            moved = order and (only is None or newest in only)
+            target = places[position - 1] if moved else firsts[memory]
             out[target] = marked
     return out
 

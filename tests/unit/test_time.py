@@ -57,14 +57,14 @@ def test_the_prior_is_one_inside_the_window_and_halves_every_half_width_outside(
 
 
 @pytest.mark.parametrize(("query", "order"), [
-    ("Where does Mira live?", "latest"),
-    ("What car do I drive?", "latest"),
+    ("Where does Mira live?", "present"),
+    ("What car do I drive?", "present"),
     ("Where does the user live now?", "latest"),
     ("Where did Mira live?", ""),
     ("What car did Mira drive initially?", "earliest"),
     ("Which city was the conference in?", ""),
 ])
-def test_a_present_tense_question_asks_for_the_latest(query, order):
+def test_a_present_tense_question_asks_for_the_present(query, order):
     assert asked_order(read_time(query, FRIDAY), query) == order
 
 
@@ -106,6 +106,12 @@ def test_a_chain_is_ordered_over_the_places_it_holds_and_marked():
     past = arrange(candidates, firsts, [["old", "new"]], "")
     assert [c.memory_id for c in past] == ["old", "other", "new"]
     assert past[0].outdated_by == "new"  # marked, not moved
+    # a present-tense question: only a chain whose newest says it changed (STRONG) moves
+    kept = arrange(candidates, firsts, [["old", "new"]], "latest", only=set())
+    assert [c.memory_id for c in kept] == ["old", "other", "new"]
+    assert kept[0].outdated_by == "new"
+    moved = arrange(candidates, firsts, [["old", "new"]], "latest", only={"new"})
+    assert [c.memory_id for c in moved] == ["new", "other", "old"]
 
 
 @pytest.mark.parametrize("which", ["last", "this", "past", "the past", "previous"])
