@@ -43,12 +43,14 @@ from zapomni.shared.messages import (
 from zapomni.shared.settings import Settings
 
 _decode_json = msgspec.json.Decoder().decode
-# how the memories of a context are ranked (search's rank): "memory" blends relevance with
-# recency, use and importance. Measured (docs/benchmarks.md, "Knowledge updates" and "Context
-# building", 2026-11-23): a changed fact kept in a thread beside the old one ranks above it
-# for 240 of 240 questions (by relevance alone: 107), and LoCoMo's contexts hold the same
-# evidence either way (every turn there is equally recent and unused)
-RANK = "memory"
+# how the memories of a context are ranked (search's rank). "memory" (relevance blended with
+# recency, use and importance) was chosen on 2026-11-23 so that a changed fact kept in a
+# thread beside the old one ranked above it; since issue 32 currency does that for every rank
+# (docs/benchmarks.md, "Time and currency"), and recency reads event time: with "memory", a
+# name said in March lost to last week's small talk at 150 tokens (2026-11-27, the new-user
+# trial; tests/integration/test_context_roles.py). LoCoMo's contexts hold the same evidence
+# either way (every turn there is equally recent and unused)
+RANK = "relevance"
 HISTORY_CHARS = 10_000  # a turn's text in get_history; longer ones are cut (get_memory: all)
 CONTEXT_TURN_CHARS = 2_000  # and in a context: a turn, not a document
 MEMORIES = "## Relevant memories"

@@ -23,7 +23,8 @@ questions, and beside search's results cut to the same budget (memory lines as a
 shows them, with the current message: issue 32's target is a context that holds all the
 evidence at least as often). Categories 1-4 as the retrieval benchmark reports them; 5
 (adversarial) apart. Prints tables; writes tests/bench/results/context.json. A context's
-search ranks with services/query/context.py RANK; search_memory by relevance (its default).
+search ranks with services/query/context.py RANK (relevance); search_memory by relevance (its
+default).
 """
 
 from __future__ import annotations

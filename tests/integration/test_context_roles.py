@@ -76,3 +76,21 @@ async def test_a_small_budget_keeps_the_facts_the_question_is_about(client, chat
     job = await call(client, "build_context", query="Where do I work?", thread="talk",
                      namespace="vet", token_budget=150)
     assert "veterinary" in job["prompt"] and job["metadata"]["total_tokens"] <= 150
+
+
+async def test_an_old_answer_is_not_pushed_out_by_recent_small_talk(client, settings):
+    """Event time makes a turn said in March old in November: a context still ranks the
+    name above last week's small talk (by relevance; putting the newer of two changed
+    statements first is currency's work, not recency's)."""
+    said = [("2026-03-01", "Hi, I'm Anna Nowak, a nurse."),
+            ("2026-11-20", "I spent the past weekend at the beach in Sopot."),
+            ("2026-11-21", "The weather was grey but the sea was calm."),
+            ("2026-11-22", "We had grilled fish for dinner by the pier.")]
+    for day, text in said:
+        await call(client, "add_memory", text=text, namespace="anna",
+                   metadata={"thread": "chat", "role": "user", "occurred_at": day})
+    await run_workers(settings)
+    context = await call(client, "build_context", query="What is my name?", namespace="anna",
+                         token_budget=120, as_of="2026-11-27")
+    assert "Anna Nowak" in context["memories"][0]["text"]
+    assert context["metadata"]["total_tokens"] == tokens(context["prompt"]) <= 120
