@@ -38,7 +38,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from zapomni.shared.messages import NAMESPACE_PATTERN, AddMemory
-from zapomni.shared.validation import describe
+from zapomni.shared.validation import describe, json_setting
 
 SETTING = "ZAPOMNI_WRITE_POLICY"
 MAX_PER_THREAD = 10_000
@@ -73,13 +73,9 @@ return {1, n + 1, 0}
 def parse_policy(text: str) -> dict[str, Rule]:
     """The policy in ``text`` (JSON; empty: none). ValueError naming the setting, the key
     and what is wrong."""
-    if not text.strip():
+    raw = json_setting(text, SETTING, '{"*": {"min_confidence": 0.5}}')
+    if raw is None:
         return {}
-    try:
-        raw = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        raise ValueError(f"{SETTING}: not valid JSON; expected an object such as "
-                         '{"*": {"min_confidence": 0.5}}') from None
     if not isinstance(raw, dict):
         raise ValueError(f"{SETTING}: expected a JSON object of namespace (or \"*\") -> rules")
     policy = {}

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from zapomni.shared.messages import NAMESPACE_PATTERN
-from zapomni.shared.validation import describe
+from zapomni.shared.validation import describe, json_setting
 
 SETTING = "ZAPOMNI_MCP_TOKENS"
 NAMESPACES_CLAIM = "zapomni_namespaces"
@@ -86,13 +86,10 @@ def token_key(token: str) -> str:
 def parse_tokens(text: str) -> dict[str, Scope]:
     """The scoped tokens in ``text`` (JSON; empty: none), by ``token_key``. ValueError
     naming the setting, the entry and what is wrong (never the token itself)."""
-    if not text.strip():
+    raw = json_setting(text, SETTING,
+                       '{"<token>": {"namespaces": ["team-a-*"], "write": true}}')
+    if raw is None:
         return {}
-    try:
-        raw = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        raise ValueError(f"{SETTING}: not valid JSON; expected an object such as "
-                         '{"<token>": {"namespaces": ["team-a-*"], "write": true}}') from None
     if not isinstance(raw, dict) or not 1 <= len(raw) <= MAX_TOKENS:
         raise ValueError(f"{SETTING}: expected a JSON object of 1 to {MAX_TOKENS:,} tokens, "
                          'each -> {"namespaces": [...], "write": true or false}')

@@ -94,6 +94,18 @@ def kinds(names: str) -> str:
                                            for n in names.split(" | "))
 
 
+def json_setting(text: str, setting: str, example: str) -> Any:
+    """A setting's JSON (None when empty); ValueError naming the setting and showing
+    ``example`` when it is not JSON."""
+    if not text.strip():
+        return None
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        raise ValueError(f"{setting}: not valid JSON; expected an object such as "
+                         f"{example}") from None
+
+
 def describe(exc: msgspec.ValidationError, where: str = "") -> str:
     """msgspec's error as ``field: what is wrong (the limit)``, in our words."""
     problem, _, at = str(exc).partition(" - at `$")

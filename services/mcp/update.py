@@ -125,6 +125,13 @@ def unchanged(memory: MemoryRecord, message: str) -> UpdateReceipt:
 # ---- a new text: a new version ----
 
 
+def update_record(request: UpdateMemory, message: str) -> TaskRecord:
+    """The task record with which an update takes its memory over."""
+    return TaskRecord(task_id=new_task_id(), kind="update", namespace=request.namespace,
+                      memory_id=request.memory_id, total=1, created_at=time.time(),
+                      message=message)
+
+
 def version_key(namespace: str, memory_id: str) -> str:
     """The ingest task of the new version being made of a memory (expires with the task
     records: a task that has ended, or is gone, holds nothing)."""
@@ -134,9 +141,7 @@ def version_key(namespace: str, memory_id: str) -> str:
 async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
     """Take the memory over (as a metadata update does), read it, add the new text, leave
     the new text's task as the version under way, give the memory back."""
-    hold = TaskRecord(task_id=new_task_id(), kind="update", namespace=request.namespace,
-                      memory_id=request.memory_id, total=1, created_at=time.time(),
-                      message="making a new version")
+    hold = update_record(request, "making a new version")
     previous = await take(front, request, hold)
     try:
         old = await read_memory(front, request)
@@ -183,9 +188,7 @@ async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
     """Take the memory over, read it (after taking it: no other update can land between
     the read and this one's write), patch its metadata and enqueue the job. Refused at any
     step: the memory goes back to its owner and nothing is left."""
-    record = TaskRecord(task_id=new_task_id(), kind="update", namespace=request.namespace,
-                        memory_id=request.memory_id, total=1, created_at=time.time(),
-                        message="waiting for a worker")
+    record = update_record(request, "waiting for a worker")
     previous = await take(front, request, record)
     try:
         current = await read_memory(front, request)
