@@ -33,7 +33,7 @@ from zapomni.shared import capacity, tasks
 from zapomni.shared.arq_internals import ENQUEUE, queued_job
 from zapomni.shared.ids import memory_id, new_task_id
 from zapomni.shared.messages import AddMemory, BatchJob, IngestJob, TaskRecord
-from zapomni.shared.queue import INGEST_BATCH, deserialize, queued_ingest, serialize
+from zapomni.shared.queue import INGEST_BATCH, deserialize, serialize
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import metadata_digest
 
@@ -192,11 +192,9 @@ async def seal_batch(redis: ArqRedis, batch: BatchJob) -> list[tuple[dict, int, 
 
 
 async def pending_job(redis: ArqRedis, record: TaskRecord) -> IngestJob | None:
-    """The job of a queued or running ingest as it was added (from its batch, or, from an
-    older front, arq's job), or None when none is held. One read."""
-    if not record.batch:
-        return await queued_ingest(redis, record.task_id)
-    raw = await redis.hget(members_key(record.batch), record.task_id)
+    """The job of a queued or running ingest as it was added (from its batch), or None when
+    none is held. One read."""
+    raw = await redis.hget(members_key(record.batch), record.task_id) if record.batch else None
     try:
         return msgspec.convert(deserialize(raw), IngestJob) if raw else None
     except msgspec.ValidationError:

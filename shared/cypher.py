@@ -176,7 +176,7 @@ RETURN count(c)
 UNREADY = """
 MATCH (m:Memory) WHERE m.id > $after AND m.id + '' > $after AND m.ready = false
   AND m.created_at < $before
-RETURN m.id, coalesce(m.task_id, '') ORDER BY m.id LIMIT $limit
+RETURN m.id, m.task_id ORDER BY m.id LIMIT $limit
 """
 
 # ---- the knowledge graph (workers/graph.py) ----
@@ -223,15 +223,11 @@ RETURN m.id, m.chunk_count ORDER BY m.id
 # RELATED.weight counts the chunks whose pairs name the edge; RELATED.evidence keeps the last
 # $keep of them. Each MENTIONS keeps the type the chunk gave the entity (see ENTITY_TYPES). An
 # edge left at weight 0 goes, and so does an entity no chunk mentions. Writing a chunk twice
-# replaces its contribution by the same one: idempotent. A chunk read before c.pairs existed
-# finds its pairs in the (then complete) evidence.
-_LEGACY_PAIRS = ("[(c)-[:MENTIONS]->(a:Entity)-[x:RELATED]->(b:Entity) WHERE c.id IN "
-                 "x.evidence | a.id + ' ' + b.id]")
+# replaces its contribution by the same one: idempotent.
 REPLACE_CONTRIBUTIONS = """
 UNWIND $chunks AS r
 MATCH (c:Chunk {id: r.id})
-WITH c, r, coalesce(c.pairs, CASE WHEN c.entities_at IS NULL THEN [] ELSE """ + _LEGACY_PAIRS \
-    + """ END) AS old
+WITH c, r, coalesce(c.pairs, []) AS old
 SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
 WITH collect(c.id) AS ids, collect({id: c.id, old: old}) AS undone
 CALL {
@@ -294,20 +290,6 @@ WITH e, collect(t)[0] AS best
 SET e.type = best
 """
 
-# marked chunks without c.pairs (read before it existed) take their pairs from the evidence
-# while it is still complete, before any capped write (a bounded batch per run)
-# (a match and collect, not a pattern comprehension: FalkorDB 4.22 refuses one in SET, and
-# in a WITH over many chunks it gave some chunks no pairs; measured on a converted graph)
-ADOPT_PAIRS = """
-MATCH (c:Chunk) WHERE c.entities_at IS NOT NULL AND c.pairs IS NULL
-WITH c LIMIT $batch
-OPTIONAL MATCH (c)-[:MENTIONS]->(a:Entity)-[x:RELATED]->(b:Entity) WHERE c.id IN x.evidence
-WITH c, collect(a.id + ' ' + b.id) AS pairs
-SET c.pairs = pairs
-RETURN count(c)
-"""
-GRAPH_META = "MATCH (x:ZapomniMeta {key: 'graph'}) RETURN x.pairs"
-GRAPH_META_PAIRS = "MERGE (x:ZapomniMeta {key: 'graph'}) SET x.pairs = true"
 # a rebuild of the namespace ends by removing entities no chunk mentions (left by versions
 # that wrote entities and mentions in separate statements)
 DROP_ORPHANS = """

@@ -270,7 +270,7 @@ class SearchState(NamedTuple):
     """What a search reads of its namespace first (cypher.SEARCH_STATE)."""
 
     prop: str  # the chunk property of this model's vectors ('' when nothing is stored yet)
-    stamp: str | None  # the write stamp (None if no worker stamped the namespace yet)
+    stamp: str  # the write stamp ('' before the namespace's first write)
     chunks: int
     threads: int  # THEN edges: turns linked in conversations
     versions: bool = False  # update_memory replaced a memory here (cypher.MARK_VERSIONS)
@@ -289,9 +289,9 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
             raise
         rows = []  # no graph yet: a read of a key that does not exist is refused
     if not rows or rows[0][0] is None:
-        return SearchState("", None, 0, 0)
+        return SearchState("", "", 0, 0)
     model_had, dim_had, prop, stamp, chunks, threads, versions = rows[0]
     if (model_had, int(dim_had)) != (model, dim):
         raise _mismatch(namespace, (model_had, int(dim_had)), (model, dim))
-    return SearchState(prop or cypher_moves.PROPS[0], None if stamp is None else str(stamp),
+    return SearchState(prop or cypher_moves.PROPS[0], str(stamp or ""),
                        int(chunks), int(threads), bool(versions))

@@ -238,7 +238,6 @@ class GraphPartJob(Job):
     namespace: str
     part: int
     parts: int
-    chunk_ids: list[str] = []  # parts planned by earlier versions named their chunks
     rebuild: bool = False
     memory_ids: list[str] | None = None
     after: str = ""

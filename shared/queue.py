@@ -9,8 +9,6 @@ from typing import Any
 
 import msgspec
 from arq.connections import ArqRedis
-from arq.constants import job_key_prefix
-from arq.jobs import DeserializationError, deserialize_job
 from redis.asyncio import ConnectionPool
 
 from zapomni.shared import capacity
@@ -19,13 +17,11 @@ from zapomni.shared.messages import (
     FilesJob,
     GraphJob,
     GraphPartJob,
-    IngestJob,
     PartJob,
     UpdateJob,
 )
 from zapomni.shared.settings import Settings
 
-INGEST = "ingest_memory"  # one memory (the jobs of an older front)
 INGEST_BATCH = "ingest_batch"  # the memories of a batch (shared/adds.py)
 EMBED_PART = "embed_part"
 DELETE = "delete_memory"
@@ -93,22 +89,6 @@ async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, 
     if queued is None:
         await capacity.release(redis, job_id)  # a no-op while arq holds the job
     return queued is not None
-
-
-async def queued_ingest(redis: ArqRedis, task_id: str) -> IngestJob | None:
-    """The ingest job of ``task_id`` as arq holds it (queued, or running: arq drops it
-    when it ends), or None when arq holds none. One GET. (An older front's job: the add
-    path's are read from their batch, shared/adds.py.)"""
-    raw = await redis.get(job_key_prefix + task_id)
-    if raw is None:
-        return None
-    try:
-        job = deserialize_job(raw, deserializer=deserialize)
-        if job.function != INGEST or not job.args:
-            return None
-        return msgspec.convert(job.args[0], IngestJob)
-    except (DeserializationError, msgspec.ValidationError):
-        return None  # a job no worker could read either (it fails its task)
 
 
 async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> None:

@@ -32,7 +32,7 @@ from zapomni.shared.messages import GraphJob, GraphPartJob, TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
-from zapomni.workers.store import adopt_pairs, drop_orphans, write_entities
+from zapomni.workers.store import drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ async def build_graph(ctx: dict, payload: dict) -> str:
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "ended"
         graph = res.store.graph(job.namespace)
-        await adopt_pairs(graph)
         rows = await run(graph, cypher.GRAPH_COUNT, {"memory_ids": job.memory_ids,
                                                      "rebuild": job.rebuild})
         total = int(rows[0][0]) if rows else 0
@@ -74,7 +73,6 @@ async def graph_part(ctx: dict, payload: dict) -> str:
     job = await read_job(res, payload, GraphPartJob)
     if job is None:
         return "unreadable"
-    job = from_legacy(job)
     async with task_outcome(ctx, GRAPH_PART, job.task_id, job.namespace, ""):
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "ended"
@@ -90,7 +88,7 @@ async def plan(graph: AsyncGraph, job: GraphJob, total: int, size: int) -> list[
         rows = await run(graph, cypher.MEMORY_SIZES, {"memory_ids": job.memory_ids})
         scopes = [(group, FIRST, END) for group in memory_groups(rows, size)]
     return [GraphPartJob(task_id=job.task_id, namespace=job.namespace, part=i,
-                         parts=len(scopes), chunk_ids=[], rebuild=job.rebuild,
+                         parts=len(scopes), rebuild=job.rebuild,
                          memory_ids=ids, after=after, last=last)
             for i, (ids, after, last) in enumerate(scopes)]
 
@@ -117,19 +115,8 @@ def memory_groups(rows: list, size: int) -> Iterator[list[str]]:
         yield group
 
 
-def from_legacy(job: GraphPartJob) -> GraphPartJob:
-    """A part planned by an earlier version names its chunks: read their memories up to the
-    last of them (chunks read twice are replaced by the same contribution)."""
-    if not job.chunk_ids:
-        return job
-    memories = sorted({cid.rsplit(":", 1)[0] for cid in job.chunk_ids})
-    return msgspec.structs.replace(job, chunk_ids=[], memory_ids=memories, after=FIRST,
-                                   last=max(job.chunk_ids))
-
-
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
-    await adopt_pairs(graph)  # a part an earlier version planned comes before any build
     budget = started + res.settings.job_timeout * res.settings.graph_budget
     after, read = job.after, 0
     while True:

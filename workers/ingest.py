@@ -29,7 +29,7 @@ from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace
 from zapomni.shared.messages import ChunkSpan, IngestJob, PartJob
-from zapomni.shared.queue import EMBED_PART, INGEST, enqueue_part
+from zapomni.shared.queue import EMBED_PART, enqueue_part
 from zapomni.workers.graph import follow_ingest
 from zapomni.workers.outcome import JobRun, read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
@@ -44,19 +44,14 @@ from zapomni.workers.store import (
 )
 
 log = logging.getLogger(__name__)
+ONE = "ingest_memory"  # one memory's ingest (a large one's batch, alone), as metrics name it
 CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at most
-
-
-async def ingest_memory(ctx: dict, payload: dict) -> str:
-    """The job of one memory as an older front enqueued it (now: workers/batch.py)."""
-    job = await read_job(resources(ctx), payload, IngestJob)
-    return "unreadable" if job is None else await ingest_one(ctx, job)
 
 
 async def ingest_one(ctx: dict, job: IngestJob) -> str:
     """One memory, of any size: chunked, written, and fanned out into parts if large."""
     res = resources(ctx)
-    async with task_outcome(ctx, INGEST, job.task_id, job.namespace, job.memory_id) as run:
+    async with task_outcome(ctx, ONE, job.task_id, job.namespace, job.memory_id) as run:
         if not await begin(res, ctx, run, job):
             return run.outcome
         chunks = await chunk_text(res, job)

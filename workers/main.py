@@ -26,7 +26,6 @@ from zapomni.shared.queue import (
     FILES,
     GRAPH_PART,
     IMPORT,
-    INGEST,
     INGEST_BATCH,
     REEMBED,
     UPDATE,
@@ -42,7 +41,7 @@ from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
 from zapomni.workers.files import ingest_files
 from zapomni.workers.graph import build_graph, graph_part
-from zapomni.workers.ingest import embed_part, ingest_memory
+from zapomni.workers.ingest import embed_part
 from zapomni.workers.lease import job_started, start_leases
 from zapomni.workers.moves import import_batch
 from zapomni.workers.reembed import reembed_chunks
@@ -60,7 +59,6 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
     worker = ZapomniWorker(
         functions=[
             func(ingest_batch, name=INGEST_BATCH),
-            func(ingest_memory, name=INGEST),
             func(embed_part, name=EMBED_PART),
             func(delete_memory, name=DELETE),
             func(build_graph, name=BUILD_GRAPH),

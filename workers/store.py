@@ -229,7 +229,6 @@ async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
 
 EVIDENCE_KEEP = 16  # chunk ids a RELATED edge keeps as evidence (the latest); weight counts all
 MAX_PAIRS_PER_CHUNK = 128  # related pairs one chunk contributes (and records), at most
-ADOPT_BATCH = 1000
 
 
 async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[ChunkEntities],
@@ -277,8 +276,6 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
     """Undo what these chunks contributed (their MENTIONS, one off the weight of each pair
     they recorded, entities and edges left with nothing) and unmark them, in one statement
     per batch: a forget that runs again finds nothing left to undo."""
-    if chunk_ids:
-        await adopt_pairs(graph)
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
         rows = await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
@@ -286,20 +283,6 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
             "mentions": [], "related": [], "now": None, "task": None,
             "keep": EVIDENCE_KEEP}, "unlink")
         await retype(graph, list(rows[0][2] or []) if rows else [])
-
-
-async def adopt_pairs(graph: AsyncGraph) -> None:
-    """Once per namespace: chunks read by a version that kept every chunk id as evidence
-    record their pairs (cypher.ADOPT_PAIRS), before a capped write drops ids from it, or a
-    forget reads them. After that, one read per call."""
-    rows = await run_query(graph, cypher.GRAPH_META, read_only=True)
-    if rows and rows[0][0]:
-        return
-    while True:
-        rows = await run(graph, cypher.ADOPT_PAIRS, {"batch": ADOPT_BATCH}, "unlink")
-        if not rows or int(rows[0][0]) < ADOPT_BATCH:
-            break
-    await run(graph, cypher.GRAPH_META_PAIRS, {}, "unlink")
 
 
 async def drop_orphans(graph: AsyncGraph) -> int:

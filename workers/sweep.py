@@ -1,12 +1,13 @@
 """The periodic sweep: memories left not searchable by a task that has ended, and memories
 past their expires_at.
 
-Every ingest undoes its own writes when it fails or loses its memory, but a worker killed at
-the wrong moment cannot. The sweep (an arq cron job, one run at a time over all workers)
-pages through each namespace's not-ready memories, by id, and removes those whose ingest
-task has ended or expired, with the same conditional undo an ingest uses: a newer ingest of
-the same text that took the memory over keeps it. Then it queues a delete task for each
-expired memory (workers/expiry.py).
+An ingest or an import undoes its own writes when it fails or loses its memory, but not
+when its worker dies at the wrong moment and its task then fails or expires without another
+run. The sweep (an arq cron job, one run at a time over all workers) pages through each
+namespace's not-ready memories, by id, and removes those whose writing task (the ingest or
+import named on the memory) has ended or expired, with the same conditional undo an ingest
+uses: a newer ingest of the same text that took the memory over keeps it. Then it queues a
+delete task for each expired memory (workers/expiry.py).
 
 Bounded: a page of ``SWEEP_PAGE`` memories at a time (every page is read: live ingests at
 the front of the order cannot hide ended ones behind them), and ``MAX_NAMESPACES``
@@ -70,7 +71,7 @@ async def sweep_namespace(res: Resources, namespace: str) -> int:
         rows = await run(graph, cypher.UNREADY, {"before": before, "after": after,
                                                  "limit": SWEEP_PAGE}, read_only=True)
         for memory_id, task_id in rows:
-            if await ended(res, namespace, memory_id, task_id):
+            if await ended(res, task_id):
                 await undo_memory(graph, memory_id, task_id)
                 removed += 1
         if len(rows) < SWEEP_PAGE:
@@ -78,13 +79,7 @@ async def sweep_namespace(res: Resources, namespace: str) -> int:
         after = rows[-1][0]
 
 
-async def ended(res: Resources, namespace: str, memory_id: str, task_id: str) -> bool:
-    """The memory's writer has ended (or, for a memory written before writers were named,
-    no live ingest owns it)."""
-    if not task_id:
-        owner = await tasks.owner_task(res.redis, namespace, memory_id)
-        if owner is None:
-            return True
-        task_id = owner
+async def ended(res: Resources, task_id: str) -> bool:
+    """The memory's writer has ended (or its record expired)."""
     record = await tasks.get_task(res.redis, task_id)
     return record is None or record.state in tasks.TERMINAL

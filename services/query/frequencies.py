@@ -2,8 +2,7 @@
 namespace's write stamp: workers stamp it afresh after every write or delete of chunks
 (workers/store.py), so a namespace nobody wrote to since is never counted again. Counting a
 term's postings in FalkorDB's full-text index is p95 43 ms at 100k chunks; a cached term
-costs a dict lookup. A namespace never stamped (written before the stamp existed) is counted
-on every search, as before, until its next write."""
+costs a dict lookup."""
 
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ class StampedCache:
         self.held = 0
         self._entries: OrderedDict[tuple[str, str], tuple[str, Any]] = OrderedDict()
 
-    def get(self, namespace: str, stamp: str | None, words: list[str]) -> dict[str, Any]:
+    def get(self, namespace: str, stamp: str, words: list[str]) -> dict[str, Any]:
         """The cached values of ``words`` read at ``stamp``; stale ones are left out."""
         found: dict[str, Any] = {}
-        if stamp is None:
-            return found
         for word in words:
             entry = self._entries.get((namespace, word))
             if entry is not None and entry[0] == stamp:
@@ -42,8 +39,8 @@ class StampedCache:
                 found[word] = entry[1]
         return found
 
-    def put(self, namespace: str, stamp: str | None, values: dict[str, Any]) -> None:
-        if stamp is None or self.capacity <= 0:
+    def put(self, namespace: str, stamp: str, values: dict[str, Any]) -> None:
+        if self.capacity <= 0:
             return
         for word, value in values.items():
             old = self._entries.pop((namespace, word), None)
@@ -64,7 +61,7 @@ CACHE = StampedCache(CACHED_TERMS)
 
 
 async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[str],
-                               stamp: str | None, cache: StampedCache = CACHE
+                               stamp: str, cache: StampedCache = CACHE
                                ) -> dict[str, int]:
     """How many chunks of the namespace each word matches (0 for none), counted only for the
     words the cache does not hold at ``stamp``, the namespace's write stamp as read before

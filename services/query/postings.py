@@ -5,8 +5,7 @@ and its per-chunk sum costs ~5 µs a posting: at 100k chunks the pool query was 
 Here a term's postings (node id, chunk id, the index's term score) are read once per stamp,
 without the client's per-cell parsing, and summed with numpy; the pool is the same as the
 pool query's: sum of idf x score over the pool terms, best first, ties by chunk id. Then
-one query reads the rows of the best ones. A namespace never stamped, or a search with
-filters, still sums in FalkorDB."""
+one query reads the rows of the best ones. A search with filters still sums in FalkorDB."""
 
 from __future__ import annotations
 

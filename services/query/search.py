@@ -287,7 +287,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common, postings)
     asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}
-    if stamp is not None and not request.filters.active and summed_here(chosen, df):
+    if not request.filters.active and summed_here(chosen, df):
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
         best = choose_pool(chosen, lists, 2 * pool)
         found = await run_cells(graph, cypher.KEYWORD_POOL_ROWS, {

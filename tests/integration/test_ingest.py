@@ -13,10 +13,11 @@ from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query.search import search_memory
 from zapomni.shared import tasks
+from zapomni.shared.adds import members_key
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import IngestJob, PartJob
-from zapomni.shared.queue import EMBED_PART, INGEST
+from zapomni.shared.messages import BatchJob, IngestJob, PartJob
+from zapomni.shared.queue import EMBED_PART, INGEST_BATCH, serialize
 from zapomni.shared.validation import decode_add_memory, decode_search
 
 ARTICLE = " ".join(
@@ -151,7 +152,11 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
         payload = IngestJob(task_id=receipt.task_id, memory_id=receipt.memory_id,
                             namespace="default", text=ARTICLE,
                             content_hash=decode_add_memory(ARTICLE, None, None).content_hash)
-        await front.redis.enqueue_job(INGEST, payload, _job_id="again-ingest")
+        # the memory's job again, as a batch of its own (its members are gone with its job)
+        await aredis.hset(members_key("again-ingest"), receipt.task_id, serialize(payload))
+        await front.redis.enqueue_job(INGEST_BATCH, BatchJob(batch_id="again-ingest",
+                                                             namespace="default", alone=True),
+                                      _job_id="again-ingest")
         if part_chunks == 4:
             chunks = (await query(settings, "MATCH (c:Chunk) RETURN count(c)"))[0][0]
             from zapomni.shared.chunking import Chunker

@@ -23,7 +23,7 @@ from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
 from zapomni.shared.messages import MemoryRef, TaskRecord
-from zapomni.shared.queue import DELETE, INGEST, connect_queue, serialize
+from zapomni.shared.queue import DELETE, INGEST_BATCH, connect_queue, serialize
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.sweep import SWEEP
 
@@ -191,7 +191,7 @@ async def test_a_job_this_worker_cannot_read_fails_its_task_and_says_why(setting
     try:
         await queue.delete(f"arq:job:{receipt.task_id}")  # lost; replaced by a bad one
         await queue.zrem(settings.queue_name, receipt.task_id)
-        await queue.enqueue_job(INGEST, {"task_id": receipt.task_id, "memory_id": 7,
+        await queue.enqueue_job(INGEST_BATCH, {"task_id": receipt.task_id, "memory_id": 7,
                                          "version": 9}, _job_id=receipt.task_id)
     finally:
         await queue.aclose()
