@@ -2,7 +2,7 @@
 
 The query service appends one entry per search that returned something to one Redis stream
 (services/query/rank.py); a worker folds the stream in batches into each memory's
-``access_count`` and ``accessed_at`` (workers/access.py, shared/cypher.py FOLD_ACCESS). An
+``access_count`` and ``accessed_at`` (workers/access.py, cypher_memories.FOLD_ACCESS). An
 entry holds the namespace, the time and the memory ids packed as 16 bytes each (an id is
 ``mem_`` and 32 hex digits): 100 ids take 1.6 KB instead of 3.6 KB, and the stream is capped
 by entries (ZAPOMNI_ACCESS_STREAM_MAX).
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from zapomni.shared.messages import MEMORY_ID_PATTERN, NAMESPACE_PATTERN
+from zapomni.shared.protocol.base import MEMORY_ID_PATTERN, NAMESPACE_PATTERN
 
 STREAM = "zapomni:access"
 ID_BYTES = 16

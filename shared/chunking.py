@@ -31,8 +31,8 @@ from tokenizers import Tokenizer
 
 from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
 from zapomni.shared.large_text import exact_counts, split_large
-from zapomni.shared.messages import ChunkSpan
 from zapomni.shared.paragraphs import Pieces, split_blocks
+from zapomni.shared.protocol.jobs import ChunkSpan
 from zapomni.shared.settings import Settings
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is embedded

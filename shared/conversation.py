@@ -19,7 +19,8 @@ from tokenizers import Tokenizer
 
 from zapomni.shared.embed_onnx import load_tokenizer
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import ContextRequest, HistoryRequest, MemoryId
+from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
+from zapomni.shared.protocol.base import MemoryId
 from zapomni.shared.times import point_in_time
 from zapomni.shared.validation import check_namespace, convert, decode_filters, json_kind
 

@@ -13,7 +13,8 @@ from arq.connections import ArqRedis
 from zapomni.shared import tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.ids import new_task_id
-from zapomni.shared.messages import DeleteJob, TaskRecord
+from zapomni.shared.protocol.jobs import DeleteJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import DELETE, payload_size, serialize
 from zapomni.shared.settings import Settings
 

@@ -48,7 +48,7 @@ def entity_key(name: str) -> str:
     not matched to full names: "J. Hamano" may be Junio or another Hamano, and a wrong
     merge joins two people's relations, which is worse than a missed one. The type is not
     part of the key — the small model calls one name PERSON here and ORG there; the
-    entity's type is the one most of its mentions have (cypher.REPLACE_CONTRIBUTIONS)."""
+    entity's type is the one most of its mentions have (cypher_graph.REPLACE_CONTRIBUTIONS)."""
     key = _NOT_WORD.sub(" ", clean_name(name).casefold()).strip()
     return _INITIALS.sub(lambda run: run.group().replace(" ", ""), key)
 

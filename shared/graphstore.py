@@ -19,10 +19,10 @@ from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 from redis.asyncio.cluster import RedisCluster
 
-from zapomni.shared import cypher, cypher_moves
 from zapomni.shared.errors import EmbeddingRejected, Overloaded, StoreError, Unavailable
 from zapomni.shared.falkordb_internals import falkordb_on, read_cells
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_moves, cypher_schema
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ async def indexes_building(graph: AsyncGraph) -> bool:
     """True while an index of this graph is not yet usable ("[Indexing] n/m: UNDER
     CONSTRUCTION" in db.indexes)."""
     try:
-        rows = (await graph.ro_query(cypher.INDEX_STATUS)).result_set
+        rows = (await graph.ro_query(cypher_schema.INDEX_STATUS)).result_set
     except (redis.exceptions.RedisError, OSError):
         return False
     return any(status != "OPERATIONAL" for _, status in rows)
@@ -227,7 +227,7 @@ def vector_prop(namespace: str, row: list[Any], model: str, dim: int) -> str:
 
 
 async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> str:
-    """Create the indexes (before any MERGE: cypher.SCHEMA), record the namespace's model
+    """Create the indexes (before any MERGE: cypher_schema.SCHEMA), record the namespace's model
     (first writer wins), refuse another model; the chunk property this model's vectors go
     to. The record is read on every call (a reembed switches it); the indexes are created
     once per process, namespace and property."""
@@ -236,12 +236,12 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
     if namespace in store.prepared:  # recorded already: a read, which runs beside writes
         rows = await run(graph, cypher_moves.READ_META, read_only=True)
     else:
-        await create_indexes(graph, namespace, [(q, None) for q in cypher.SCHEMA])
+        await create_indexes(graph, namespace, [(q, None) for q in cypher_schema.SCHEMA])
         # here, not at the top: shared/migrate.py reads the store through this module
         from zapomni.shared.migrate import migrate_namespace
         await migrate_namespace(store, namespace)
     if not rows:
-        rows = await run(graph, cypher.CLAIM_MODEL, {"model": model, "dim": dim,
+        rows = await run(graph, cypher_schema.CLAIM_MODEL, {"model": model, "dim": dim,
                                                      "now": time.time()})
     prop = vector_prop(namespace, rows[0], model, dim)
     if store.prepared.get(namespace) == (model, dim, prop):
@@ -267,13 +267,13 @@ async def create_indexes(graph: Graph, namespace: str,
 
 
 class SearchState(NamedTuple):
-    """What a search reads of its namespace first (cypher.SEARCH_STATE)."""
+    """What a search reads of its namespace first (cypher_schema.SEARCH_STATE)."""
 
     prop: str  # the chunk property of this model's vectors ('' when nothing is stored yet)
     stamp: str  # the write stamp ('' before the namespace's first write)
     chunks: int
     threads: int  # THEN edges: turns linked in conversations
-    versions: bool = False  # update_memory replaced a memory here (cypher.MARK_VERSIONS)
+    versions: bool = False  # update_memory replaced a memory here (cypher_schema.MARK_VERSIONS)
 
 
 async def search_state(store: GraphStore, namespace: str, model: str, dim: int
@@ -283,7 +283,7 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
     trips before). Raises when the namespace is built with another model. Read on every
     search: a reembed switches the namespace to its new model at any time."""
     try:
-        rows = await run_cells(store.graph(namespace), cypher.SEARCH_STATE)
+        rows = await run_cells(store.graph(namespace), cypher_schema.SEARCH_STATE)
     except StoreError:
         if await namespace_exists(store, namespace):
             raise

@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import logging
 
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import GRAPH_PREFIX, GraphStore, list_graphs, run
+from zapomni.shared.store import cypher_schema
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 BATCH = 5000  # memories a step changes per statement
 # the steps that reach each version, each run until it changes fewer than BATCH
-STEPS: dict[int, tuple[str, ...]] = {2: (cypher.MIGRATE_EVENT_TIME,
-                                         cypher.MIGRATE_VERSIONS_MARK)}
+STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
+                                         cypher_schema.MIGRATE_VERSIONS_MARK)}
 
 
 async def schema_version(store: GraphStore, namespace: str) -> int:
-    rows = await run(store.graph(namespace), cypher.READ_SCHEMA, read_only=True)
+    rows = await run(store.graph(namespace), cypher_schema.READ_SCHEMA, read_only=True)
     return int(rows[0][0]) if rows and rows[0][0] is not None else 1
 
 
@@ -50,7 +50,7 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
                 changed += done
                 if done < BATCH:
                     break
-        await run(graph, cypher.WRITE_SCHEMA, {"version": step})
+        await run(graph, cypher_schema.WRITE_SCHEMA, {"version": step})
     log.info("namespace %s migrated from schema version %d to %d (%d memories changed)",
              namespace, version, SCHEMA_VERSION, changed)
     return changed

@@ -37,7 +37,8 @@ from msgspec import Meta
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from zapomni.shared.messages import NAMESPACE_PATTERN, AddMemory
+from zapomni.shared.protocol.api import AddMemory
+from zapomni.shared.protocol.base import NAMESPACE_PATTERN
 from zapomni.shared.validation import describe, json_setting
 
 SETTING = "ZAPOMNI_WRITE_POLICY"

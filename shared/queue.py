@@ -13,13 +13,7 @@ from redis.asyncio import ConnectionPool
 
 from zapomni.shared import capacity
 from zapomni.shared.ids import part_job_id
-from zapomni.shared.messages import (
-    FilesJob,
-    GraphJob,
-    GraphPartJob,
-    PartJob,
-    UpdateJob,
-)
+from zapomni.shared.protocol.jobs import FilesJob, GraphJob, GraphPartJob, PartJob, UpdateJob
 from zapomni.shared.settings import Settings
 
 INGEST_BATCH = "ingest_batch"  # the memories of a batch (shared/adds.py)

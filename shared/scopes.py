@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from zapomni.shared.messages import NAMESPACE_PATTERN
+from zapomni.shared.protocol.base import NAMESPACE_PATTERN
 from zapomni.shared.validation import describe, json_setting
 
 SETTING = "ZAPOMNI_MCP_TOKENS"

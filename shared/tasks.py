@@ -43,7 +43,8 @@ from redis.asyncio import Redis
 
 from zapomni.shared import capacity
 from zapomni.shared.arq_internals import ENQUEUE, QueuedJob
-from zapomni.shared.messages import TASK_STATES, TaskRecord
+from zapomni.shared.protocol.base import TASK_STATES
+from zapomni.shared.protocol.task_records import TaskRecord
 
 TASK_KEY = "zapomni:task:"
 ACTIVE = ("queued", "running")

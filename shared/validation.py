@@ -17,17 +17,19 @@ import msgspec
 
 from zapomni.shared import times
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import (
-    DEFAULT_NAMESPACE,
-    MEMORY_ID_PATTERN,
-    NAMESPACE_PATTERN,
+from zapomni.shared.protocol.api import (
     SEARCH_MODES,
     SEARCH_RANKS,
-    TASK_ID_PATTERN,
     AddMemory,
     SearchFilters,
     SearchRequest,
     UpdateMemory,
+)
+from zapomni.shared.protocol.base import (
+    DEFAULT_NAMESPACE,
+    MEMORY_ID_PATTERN,
+    NAMESPACE_PATTERN,
+    TASK_ID_PATTERN,
 )
 
 MAX_TEXT_CHARS = 10_000_000

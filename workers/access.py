@@ -3,7 +3,7 @@
 
 An arq cron job (one run per tick over all workers, every ZAPOMNI_ACCESS_FOLD_SECONDS) reads
 the oldest events in batches (XRANGE, at most ZAPOMNI_ACCESS_FOLD_BATCH at a time), writes
-each namespace's share in one statement (shared/cypher.py, FOLD_ACCESS), then trims what it
+each namespace's share in one statement (cypher_memories.FOLD_ACCESS), then trims what it
 read. Events, not consumer groups: a fold that dies after its write and before its trim
 leaves the events to the next run, and the namespace's watermark, moved by the same
 statement that counts, makes that run skip what was already counted; two folds at once
@@ -17,8 +17,9 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from zapomni.shared import access, cypher, metrics
+from zapomni.shared import access, metrics
 from zapomni.shared.graphstore import namespace_exists, run
+from zapomni.shared.store import cypher_memories
 from zapomni.workers.resources import Resources, checkpoint, resources
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ async def fold_events(res: Resources, entries: list[tuple[bytes, dict[bytes, byt
     updated = 0
     for namespace, events in by_namespace.items():
         if await namespace_exists(res.store, namespace):
-            rows = await run(res.store.graph(namespace), cypher.FOLD_ACCESS,
+            rows = await run(res.store.graph(namespace), cypher_memories.FOLD_ACCESS,
                              {"events": events})
             updated += int(rows[0][0]) if rows else 0
     return updated

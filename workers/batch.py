@@ -9,7 +9,7 @@ its memory (deleted, or its ingest cancelled) before the batch starts, is left o
 an earlier run wrote of it is undone; one that loses it while the batch runs is undone after
 the next write; only the memories still their task's are made searchable, and each task is
 made done by the script that checks that it still owns its memory. Every step is one
-statement or one round trip for the whole batch (shared/cypher_batch.py), and the embedder
+statement or one round trip for the whole batch (shared/store/cypher_batch.py), and the embedder
 sees every chunk of the batch in one call: that is what a batch saves. arq runs a job at
 least once: run again, a batch skips its memories that are done and writes the others again,
 the same graph (ids are derived, writes MERGE), never a second copy.
@@ -29,7 +29,7 @@ from zapomni.shared.adds import seal_batch
 from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace
-from zapomni.shared.messages import BatchJob, ChunkSpan, IngestJob
+from zapomni.shared.protocol.jobs import BatchJob, ChunkSpan, IngestJob
 from zapomni.shared.queue import INGEST_BATCH
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.ingest import ingest_one, left_behind

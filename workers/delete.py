@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from zapomni.shared import replication, tasks
-from zapomni.shared.messages import DeleteJob
+from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.queue import DELETE
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import checkpoint, resources

@@ -1,6 +1,6 @@
 """Forgetting: memories past their expires_at are deleted through the ordinary delete path.
 
-Search, context and listing stop returning a memory the moment it expires (cypher.VISIBLE);
+Search, context and listing stop returning a memory the moment it expires (cypher_search.VISIBLE);
 this part of the periodic sweep (workers/sweep.py) then deletes it, each with a delete task
 whose message says when it expired (shared/deletes.py: the same steps as delete_memory).
 Bounded: a page of expired memories at a time, by id, and at most ``MAX_EXPIRED_PER_RUN``
@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import cypher, deletes
+from zapomni.shared import deletes
 from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_lists
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def expire_namespace(redis: ArqRedis, store: GraphStore, settings: Setting
     queued = 0
     while queued < budget:
         limit = min(EXPIRY_PAGE, budget - queued)
-        rows = await run(graph, cypher.EXPIRED, {"now": now, "after": after, "limit": limit},
+        rows = await run(graph, cypher_lists.EXPIRED, {"now": now, "after": after, "limit": limit},
                          read_only=True)
         for memory_id, task_id, expires_at in rows:
             why = expiry_text(expires_at)

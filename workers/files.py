@@ -25,7 +25,8 @@ from zapomni.shared import adds, deletes, policy, tasks
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, root_key, walk_files
 from zapomni.shared.graphstore import meta_pair, namespace_exists, run
-from zapomni.shared.messages import MAX_SKIPS_SHOWN, AddMemory, FileCounts, FilesJob, SkippedFile
+from zapomni.shared.protocol.api import AddMemory
+from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
 from zapomni.shared.queue import FILES, enqueue_files
 from zapomni.shared.roots import allowed_roots, inside
 from zapomni.shared.validation import decode_add_memory

@@ -25,11 +25,13 @@ from collections.abc import Iterator
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import cypher, metrics, tasks
+from zapomni.shared import metrics, tasks
 from zapomni.shared.graphstore import run
 from zapomni.shared.ids import graph_task_id
-from zapomni.shared.messages import GraphJob, GraphPartJob, TaskRecord
+from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
+from zapomni.shared.store import cypher_graph
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
 from zapomni.workers.store import drop_orphans, write_entities
@@ -50,7 +52,7 @@ async def build_graph(ctx: dict, payload: dict) -> str:
         if not (await start_task(res, ctx, job.task_id)).ok:
             return "ended"
         graph = res.store.graph(job.namespace)
-        rows = await run(graph, cypher.GRAPH_COUNT, {"memory_ids": job.memory_ids,
+        rows = await run(graph, cypher_graph.GRAPH_COUNT, {"memory_ids": job.memory_ids,
                                                      "rebuild": job.rebuild})
         total = int(rows[0][0]) if rows else 0
         parts = await plan(graph, job, total, max(1, res.settings.graph_part_chunks))
@@ -85,7 +87,7 @@ async def plan(graph: AsyncGraph, job: GraphJob, total: int, size: int) -> list[
     if job.memory_ids is None:
         scopes = [(None, after, last) for after, last in hash_ranges(-(-total // size))]
     else:
-        rows = await run(graph, cypher.MEMORY_SIZES, {"memory_ids": job.memory_ids})
+        rows = await run(graph, cypher_graph.MEMORY_SIZES, {"memory_ids": job.memory_ids})
         scopes = [(group, FIRST, END) for group in memory_groups(rows, size)]
     return [GraphPartJob(task_id=job.task_id, namespace=job.namespace, part=i,
                          parts=len(scopes), rebuild=job.rebuild,
@@ -145,7 +147,7 @@ async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str
 
 async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
                      after: str) -> list:
-    query = cypher.GRAPH_BATCH if job.memory_ids is None else cypher.GRAPH_BATCH_OF
+    query = cypher_graph.GRAPH_BATCH if job.memory_ids is None else cypher_graph.GRAPH_BATCH_OF
     return await run(graph, query, {
         "memory_ids": job.memory_ids, "after": after, "last": job.last or END,
         "rebuild": job.rebuild, "task": job.task_id, "batch": max(1, res.settings.graph_batch)})

@@ -21,15 +21,17 @@ import msgspec
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import cypher, cypher_moves, tasks
+from zapomni.shared import tasks
 from zapomni.shared.chunking import Lines, metadata_language
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.graphstore import prepare_namespace
 from zapomni.shared.graphstore import run as run_query
 from zapomni.shared.ids import chunk_id
-from zapomni.shared.messages import ChunkSpan, ExportedMemory, ImportJob
+from zapomni.shared.protocol.export import ExportedMemory
+from zapomni.shared.protocol.jobs import ChunkSpan, ImportJob
 from zapomni.shared.queue import IMPORT
+from zapomni.shared.store import cypher_memories, cypher_moves
 from zapomni.shared.words import count_words
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.outcome import read_job, start_task, task_outcome
@@ -133,7 +135,7 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
         await run_query(graph, cypher_moves.IMPORT_THREADS, {"pairs": turns})
     ids = [m.id for m in job.memories if m.thread]
     for memory_id in ids:  # a later turn written by an earlier batch
-        await run_query(graph, cypher.LINK_TURN_AFTER, {"id": memory_id})
+        await run_query(graph, cypher_memories.LINK_TURN_AFTER, {"id": memory_id})
     await stamp_writes(graph)  # new chunks: document frequencies are counted again
 
 

@@ -22,7 +22,7 @@ from arq.worker import Retry
 
 from zapomni.shared import metrics, tasks
 from zapomni.shared.errors import EmbeddingRejected, ZapomniError
-from zapomni.shared.messages import JOB_VERSION, TASK_ID_PATTERN
+from zapomni.shared.protocol.base import JOB_VERSION, TASK_ID_PATTERN
 from zapomni.shared.validation import describe
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory

@@ -27,12 +27,14 @@ import time
 
 import redis.exceptions
 
-from zapomni.shared import cypher_moves, tasks
+from zapomni.shared import tasks
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace, run
-from zapomni.shared.messages import ReembedJob, TaskRecord
+from zapomni.shared.protocol.jobs import ReembedJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue
+from zapomni.shared.store import cypher_moves
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
 

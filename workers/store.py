@@ -12,14 +12,20 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from zapomni.shared import cypher, cypher_batch, cypher_moves
 from zapomni.shared.embed import to_params
 from zapomni.shared.entities import entity_id
 from zapomni.shared.graphstore import execute, meta_pair
 from zapomni.shared.graphstore import run as run_query
 from zapomni.shared.ids import chunk_id
-from zapomni.shared.messages import ChunkSpan, IngestJob
 from zapomni.shared.metrics import FALKORDB_WRITE_SECONDS
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
+from zapomni.shared.store import (
+    cypher_batch,
+    cypher_graph,
+    cypher_memories,
+    cypher_moves,
+    cypher_schema,
+)
 from zapomni.shared.words import count_words
 from zapomni.workers.extract import ChunkEntities
 
@@ -59,21 +65,21 @@ def memory_row(job: IngestJob, chunk_count: int) -> dict:
 async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> bool:
     """Write the memory node (not yet searchable); False when a newer ingest of the same
     text has written it meanwhile (this job's writes are then someone else's leftovers)."""
-    rows = await run(graph, cypher.MERGE_MEMORY, memory_row(job, chunk_count), op="memory")
+    rows = await run(graph, cypher_memories.MERGE_MEMORY, memory_row(job, chunk_count), op="memory")
     if not rows or not rows[0][0]:
         return False
     if job.thread:
         # whichever of two neighbours is written second makes the edge (writes to a graph
         # are serialised), so workers may write a thread's turns in any order
-        await run(graph, cypher.LINK_TURN_BEFORE, {"id": job.memory_id, "after": job.after},
-                  op="memory")
-        await run(graph, cypher.LINK_TURN_AFTER, {"id": job.memory_id}, op="memory")
+        await run(graph, cypher_memories.LINK_TURN_BEFORE,
+                  {"id": job.memory_id, "after": job.after}, op="memory")
+        await run(graph, cypher_memories.LINK_TURN_AFTER, {"id": job.memory_id}, op="memory")
     return True
 
 
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],
                        vectors: np.ndarray, prop: str = "embedding") -> None:
-    """``prop``: the chunk property the embedder's vectors go to (shared/cypher_moves.py)."""
+    """``prop``: the chunk property the embedder's vectors go to (shared/store/cypher_moves.py)."""
     rows = chunk_rows(memory_id, chunks, vectors)
     await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
               "chunks")
@@ -94,7 +100,7 @@ def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray) -> 
 
 async def write_memories(graph: AsyncGraph, members: list[tuple[IngestJob, int]]) -> None:
     """Write the memory nodes of a batch, (job, its chunk count) each, not yet searchable,
-    as write_memory writes one (shared/cypher_batch.py), and link the turns of threads."""
+    as write_memory writes one (shared/store/cypher_batch.py), and link the turns of threads."""
     rows = [memory_row(job, count) for job, count in members]
     await run(graph, cypher_batch.MERGE_MEMORIES, {"rows": rows}, op="memory")
     turns = [{"id": job.memory_id, "after": job.after} for job, _ in members if job.thread]
@@ -116,7 +122,7 @@ async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[Ch
     pairs = [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
              for i in range(len(chunks) - 1)]
     for start in range(0, len(pairs), LINK_BATCH):
-        await run(graph, cypher.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
+        await run(graph, cypher_memories.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
                   "link")
     await stamp_writes(graph)
 
@@ -131,28 +137,28 @@ async def mark_all_ready(graph: AsyncGraph, members: list[IngestJob]) -> set[str
 async def stamp_writes(graph: AsyncGraph) -> None:
     """Mark the namespace's chunks as changed, after the change: the query service counts
     document frequencies again (a job that dies before this runs again, and stamps then)."""
-    await run(graph, cypher.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "stamp")
+    await run(graph, cypher_schema.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "stamp")
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:
     pairs = [[chunk_id(memory_id, i), chunk_id(memory_id, i + 1)] for i in range(chunk_count - 1)]
     for start in range(0, len(pairs), LINK_BATCH):
-        await run(graph, cypher.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
+        await run(graph, cypher_memories.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
                   "link")
 
 
 async def mark_ready(graph: AsyncGraph, memory_id: str, task_id: str) -> bool:
     """Make the memory searchable, if it is still this task's."""
-    return bool(await run(graph, cypher.MARK_READY, {"id": memory_id, "task_id": task_id},
+    return bool(await run(graph, cypher_memories.MARK_READY, {"id": memory_id, "task_id": task_id},
                           "ready"))
 
 
 async def mark_landing(graph: AsyncGraph, memory_id: str, task_id: str, done: int,
                        parts: int) -> None:
     """A part of a new memory has landed: search finds its written parts from now on, as
-    still ingesting (cypher.MARK_LANDING; a new version waits for its last part)."""
-    await run(graph, cypher.MARK_LANDING, {"id": memory_id, "task_id": task_id, "done": done,
-                                           "parts": parts}, "ready")
+    still ingesting (cypher_memories.MARK_LANDING; a new version waits for its last part)."""
+    await run(graph, cypher_memories.MARK_LANDING, {"id": memory_id, "task_id": task_id,
+                                                    "done": done, "parts": parts}, "ready")
 
 
 async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, int]:
@@ -162,11 +168,11 @@ async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, i
     deleted again: never chunks whose memory is gone (which no delete could reach). A chunk
     an old writer adds meanwhile is removed by that writer's undo, which it runs when it
     finds the memory taken from it."""
-    rows = await run(graph, cypher.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
+    rows = await run(graph, cypher_memories.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])
     await splice_versions(graph, memory_id)
-    chunks = await _delete_chunks(graph, cypher.DELETE_CHUNKS, {"id": memory_id})
-    rows = await run(graph, cypher.DELETE_MEMORY, {"id": memory_id}, "delete")
+    chunks = await _delete_chunks(graph, cypher_memories.DELETE_CHUNKS, {"id": memory_id})
+    rows = await run(graph, cypher_memories.DELETE_MEMORY, {"id": memory_id}, "delete")
     return (int(rows[0][0]) if rows else 0), chunks
 
 
@@ -174,8 +180,8 @@ async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:
     """Remove what the ingest ``task_id`` wrote, as long as the memory is its own (or gone):
     a newer ingest of the same text that took the memory over keeps it. Chunks removed."""
     await splice_versions(graph, memory_id, task_id)
-    await run(graph, cypher.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
-    return await _delete_chunks(graph, cypher.UNDO_CHUNKS,
+    await run(graph, cypher_memories.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
+    return await _delete_chunks(graph, cypher_memories.UNDO_CHUNKS,
                                 {"id": memory_id, "task_id": task_id})
 
 
@@ -187,17 +193,17 @@ async def supersede(graph: AsyncGraph, memory_id: str) -> str:
     """The memory has just become searchable: if it is a new version (update_memory), it
     replaces the newest version of the memory it was made from, which search then leaves
     out. Returns the id replaced ('' when none). Idempotent: a second run finds it done."""
-    rows = await run(graph, cypher.VERSION_OF, {"id": memory_id}, "ready")
+    rows = await run(graph, cypher_memories.VERSION_OF, {"id": memory_id}, "ready")
     old = (rows[0][0] or "") if rows else ""
     for _ in range(MAX_VERSIONS):
         if not old or old == memory_id:
             return ""
-        rows = await run(graph, cypher.SUPERSEDE, {"id": memory_id, "old": old}, "ready")
+        rows = await run(graph, cypher_memories.SUPERSEDE, {"id": memory_id, "old": old}, "ready")
         if not rows:
             return ""  # the old version was deleted meanwhile: nothing to replace
         was = rows[0][0]
         if was is None or was == memory_id:
-            await run(graph, cypher.MARK_VERSIONS, {}, "ready")
+            await run(graph, cypher_schema.MARK_VERSIONS, {}, "ready")
             return old
         old = was  # another version replaced it first: replace the newest
     return ""
@@ -209,8 +215,8 @@ async def splice_versions(graph: AsyncGraph, memory_id: str, task_id: str | None
     it was the newest, is current again (searchable); the one after it replaces the one
     before. ``task_id``: only while that ingest wrote it (an undo). Idempotent."""
     params = {"id": memory_id, "task_id": task_id}
-    await run(graph, cypher.SPLICE_BEFORE, params, "delete")
-    await run(graph, cypher.SPLICE_AFTER, params, "delete")
+    await run(graph, cypher_memories.SPLICE_BEFORE, params, "delete")
+    await run(graph, cypher_memories.SPLICE_AFTER, params, "delete")
 
 
 async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
@@ -235,7 +241,7 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
                          task_id: str) -> tuple[int, int]:
     """Replace what these chunks contribute to the knowledge graph by what ``found`` says
     (entities, MENTIONS with counts, RELATED pairs), mark them read and stamp them with the
-    task, all in one statement (cypher.REPLACE_CONTRIBUTIONS): a batch written twice, or
+    task, all in one statement (cypher_graph.REPLACE_CONTRIBUTIONS): a batch written twice, or
     rewritten by a rebuild, ends as if written once. Returns (entities, relations) created."""
     entities: dict[str, dict] = {}
     mentions, related, chunks = [], defaultdict(list), []
@@ -250,7 +256,7 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
         for pair in pairs:
             related[pair].append(cid)
         chunks.append({"id": cid, "pairs": pairs})
-    result = await counted(graph, cypher.REPLACE_CONTRIBUTIONS, {
+    result = await counted(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
         "chunks": chunks, "entities": list(entities.values()), "mentions": mentions,
         "related": [{"a": pair.split(" ")[0], "b": pair.split(" ")[1], "chunks": cids}
                     for pair, cids in related.items()],
@@ -263,8 +269,8 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
 async def retype(graph: AsyncGraph, entity_ids: list[str]) -> None:
     """Each of these entities takes the type most of its mentions give it."""
     for start in range(0, len(entity_ids), DELETE_BATCH):
-        await run(graph, cypher.ENTITY_TYPES, {"ids": entity_ids[start : start + DELETE_BATCH]},
-                  "entities")
+        await run(graph, cypher_graph.ENTITY_TYPES,
+                  {"ids": entity_ids[start : start + DELETE_BATCH]}, "entities")
 
 
 async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> QueryResult:
@@ -278,7 +284,7 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
     per batch: a forget that runs again finds nothing left to undo."""
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
-        rows = await run(graph, cypher.REPLACE_CONTRIBUTIONS, {
+        rows = await run(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
             "chunks": [{"id": cid, "pairs": None} for cid in ids], "entities": [],
             "mentions": [], "related": [], "now": None, "task": None,
             "keep": EVIDENCE_KEEP}, "unlink")
@@ -289,7 +295,7 @@ async def drop_orphans(graph: AsyncGraph) -> int:
     """Remove every Entity no chunk mentions, in batches."""
     removed = 0
     while True:
-        rows = await run(graph, cypher.DROP_ORPHANS, {"batch": DELETE_BATCH}, "unlink")
+        rows = await run(graph, cypher_graph.DROP_ORPHANS, {"batch": DELETE_BATCH}, "unlink")
         count = int(rows[0][0]) if rows else 0
         removed += count
         if count < DELETE_BATCH:

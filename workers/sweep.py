@@ -21,8 +21,9 @@ import bisect
 import logging
 import time
 
-from zapomni.shared import cypher, tasks
+from zapomni.shared import tasks
 from zapomni.shared.graphstore import GRAPH_PREFIX, list_graphs, run
+from zapomni.shared.store import cypher_memories
 from zapomni.workers.expiry import sweep_expired
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
@@ -68,7 +69,7 @@ async def sweep_namespace(res: Resources, namespace: str) -> int:
     graph = res.store.graph(namespace)
     before, after, removed = time.time(), "", 0
     while True:
-        rows = await run(graph, cypher.UNREADY, {"before": before, "after": after,
+        rows = await run(graph, cypher_memories.UNREADY, {"before": before, "after": after,
                                                  "limit": SWEEP_PAGE}, read_only=True)
         for memory_id, task_id in rows:
             if await ended(res, task_id):

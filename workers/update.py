@@ -14,9 +14,10 @@ import time
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import cypher, replication, tasks
-from zapomni.shared.messages import UpdateJob
+from zapomni.shared import replication, tasks
+from zapomni.shared.protocol.jobs import UpdateJob
 from zapomni.shared.queue import UPDATE
+from zapomni.shared.store import cypher_memories
 from zapomni.workers import store
 from zapomni.workers.outcome import read_job, start_task, task_outcome
 from zapomni.workers.resources import checkpoint, resources
@@ -60,7 +61,7 @@ async def update_memory(ctx: dict, payload: dict) -> str:
 async def write_metadata(graph: AsyncGraph, job: UpdateJob) -> bool:
     """Set the memory's metadata and the columns derived from it; False when no searchable
     memory has that id."""
-    rows = await store.run(graph, cypher.UPDATE_METADATA, op="update", params={
+    rows = await store.run(graph, cypher_memories.UPDATE_METADATA, op="update", params={
         "id": job.memory_id, "tags": job.tags, "source": job.source,
         "metadata": job.metadata_json, "meta_kv": store.meta_pairs(job.metadata_json),
         "importance": job.importance, "memory_type": job.memory_type, "pinned": job.pinned,

@@ -21,10 +21,9 @@ import msgspec
 import numpy as np
 
 from zapomni.services.cli.counter import Progress
-from zapomni.shared import cypher_moves
 from zapomni.shared.errors import NotFound
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     ExportedChunk,
@@ -32,6 +31,7 @@ from zapomni.shared.messages import (
     ExportHeader,
 )
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_moves
 
 PAGE = 200  # memories read per query
 

@@ -17,7 +17,7 @@ import redis.exceptions
 from zapomni.services.cli.export import export_namespace, open_output
 from zapomni.services.cli.restore import import_file
 from zapomni.shared.errors import ZapomniError
-from zapomni.shared.messages import NAMESPACE_PATTERN
+from zapomni.shared.protocol.base import NAMESPACE_PATTERN
 from zapomni.shared.settings import Settings, without_password
 
 

@@ -28,13 +28,9 @@ from zapomni.services.cli.counter import Progress
 from zapomni.shared import tasks
 from zapomni.shared.errors import InvalidInput, Overloaded, Unavailable
 from zapomni.shared.ids import new_task_id, part_job_id
-from zapomni.shared.messages import (
-    EXPORT_VERSION,
-    ExportedMemory,
-    ExportHeader,
-    ImportJob,
-    TaskRecord,
-)
+from zapomni.shared.protocol.export import EXPORT_VERSION, ExportedMemory, ExportHeader
+from zapomni.shared.protocol.jobs import ImportJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import IMPORT, connect_queue, enqueue
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import describe

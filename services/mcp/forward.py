@@ -9,7 +9,7 @@ import httpx2
 import msgspec
 
 from zapomni.shared.errors import ERROR_KINDS, Unavailable, ZapomniError
-from zapomni.shared.messages import ErrorBody
+from zapomni.shared.protocol.answers import ErrorBody
 from zapomni.shared.tls import tls_context
 
 T = TypeVar("T")

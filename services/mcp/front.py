@@ -16,20 +16,17 @@ from zapomni.services.mcp.forward import QueryClient
 from zapomni.shared import adds, capacity, deletes, metrics, policy, tasks
 from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
 from zapomni.shared.ids import new_task_id
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.answers import MemoryRecord, PartsDone, Refused
+from zapomni.shared.protocol.api import (
     AddMemory,
     AddReceipt,
     BuildGraph,
     DeleteReceipt,
-    GraphJob,
-    IngestJob,
-    MemoryRecord,
     MemoryRef,
-    PartsDone,
-    Refused,
     TaskReceipt,
-    TaskRecord,
 )
+from zapomni.shared.protocol.jobs import GraphJob, IngestJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import metadata_digest

@@ -22,14 +22,9 @@ from fastmcp.exceptions import ResourceError
 
 from zapomni.services.mcp.front import Front, get_memory
 from zapomni.shared.errors import Overloaded, Unavailable, ZapomniError
-from zapomni.shared.messages import (
-    DEFAULT_NAMESPACE,
-    ListRequest,
-    MemoryPage,
-    MemoryRef,
-    Stats,
-    StatsRequest,
-)
+from zapomni.shared.protocol.answers import MemoryPage, Stats
+from zapomni.shared.protocol.api import ListRequest, MemoryRef, StatsRequest
+from zapomni.shared.protocol.base import DEFAULT_NAMESPACE
 from zapomni.shared.validation import check_id, check_namespace
 
 RECENT_PAGE = 20  # memories in memory://{namespace}/recent

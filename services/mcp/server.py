@@ -43,23 +43,25 @@ from zapomni.services.mcp.tools_moves import add_moves_tools
 from zapomni.shared import metrics
 from zapomni.shared.entities import ENTITY_TYPES
 from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
-from zapomni.shared.messages import (
-    AddReceipt,
-    BuildGraph,
-    DeleteReceipt,
+from zapomni.shared.protocol.answers import (
     EntityDetail,
     EntityList,
-    EntityRef,
-    EntitySearch,
     MemoryRecord,
-    MemoryRef,
     Refused,
     SearchResponse,
     Stats,
+)
+from zapomni.shared.protocol.api import (
+    AddReceipt,
+    BuildGraph,
+    DeleteReceipt,
+    EntityRef,
+    EntitySearch,
+    MemoryRef,
     StatsRequest,
     TaskReceipt,
-    TaskStatus,
 )
+from zapomni.shared.protocol.task_records import TaskStatus
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import (
     MAX_BATCH_ITEMS,

@@ -10,7 +10,8 @@ from typing import Any
 
 import msgspec
 
-from zapomni.shared.messages import FileCounts, TaskProgress, TaskRecord, TaskStatus
+from zapomni.shared.protocol.jobs import FileCounts
+from zapomni.shared.protocol.task_records import TaskProgress, TaskRecord, TaskStatus
 
 
 def iso(ts: float) -> str | None:

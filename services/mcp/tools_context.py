@@ -11,7 +11,7 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.conversation import decode_context, decode_history
-from zapomni.shared.messages import Context, History
+from zapomni.shared.protocol.answers import Context, History
 
 
 def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:

@@ -16,7 +16,9 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
-from zapomni.shared.messages import FilesJob, IngestPath, TaskReceipt, TaskRecord
+from zapomni.shared.protocol.api import IngestPath, TaskReceipt
+from zapomni.shared.protocol.jobs import FilesJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import FILES
 from zapomni.shared.roots import allowed_roots, check_ingest_path
 from zapomni.shared.validation import check_namespace, convert

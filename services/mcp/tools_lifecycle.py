@@ -11,7 +11,8 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import LIST_ORDERS, ListRequest, MemoryPage
+from zapomni.shared.protocol.answers import MemoryPage
+from zapomni.shared.protocol.api import LIST_ORDERS, ListRequest
 from zapomni.shared.validation import check_namespace, convert, decode_filters
 
 

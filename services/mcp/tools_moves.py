@@ -11,7 +11,9 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.conventions import ADD, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
-from zapomni.shared.messages import ReembedJob, TaskReceipt, TaskRecord
+from zapomni.shared.protocol.api import TaskReceipt
+from zapomni.shared.protocol.jobs import ReembedJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED
 from zapomni.shared.validation import check_namespace
 

@@ -33,16 +33,10 @@ from zapomni.services.mcp.front import Front, redis_call
 from zapomni.shared import tasks
 from zapomni.shared.errors import InvalidInput, Unavailable
 from zapomni.shared.ids import memory_id, new_task_id
-from zapomni.shared.messages import (
-    AddMemory,
-    MemoryRecord,
-    MemoryRef,
-    Refused,
-    TaskRecord,
-    UpdateJob,
-    UpdateMemory,
-    UpdateReceipt,
-)
+from zapomni.shared.protocol.answers import MemoryRecord, Refused
+from zapomni.shared.protocol.api import AddMemory, MemoryRef, UpdateMemory, UpdateReceipt
+from zapomni.shared.protocol.jobs import UpdateJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import enqueue_update
 from zapomni.shared.validation import memory_metadata, metadata_digest, shown
 

@@ -48,11 +48,11 @@ from zapomni.shared.conversation import TokenCounter
 from zapomni.shared.embed import Embedder, make_embedder
 from zapomni.shared.errors import ZapomniError
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.answers import ErrorBody
+from zapomni.shared.protocol.api import (
     ContextRequest,
     EntityRef,
     EntitySearch,
-    ErrorBody,
     HistoryRequest,
     ListRequest,
     MemoryRef,

@@ -24,23 +24,21 @@ import msgspec
 
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.search import iso_time, search_memory
-from zapomni.shared import cypher
 from zapomni.shared.conversation import TokenCounter, encode_cursor
 from zapomni.shared.embed import Embedder
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.answers import (
     Context,
     ContextInfo,
     ContextMemory,
-    ContextRequest,
     History,
-    HistoryRequest,
     SearchHit,
-    SearchRequest,
     Turn,
 )
+from zapomni.shared.protocol.api import ContextRequest, HistoryRequest, SearchRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_lists, cypher_search
 
 _decode_json = msgspec.json.Decoder().decode
 # how the memories of a context are ranked (search's rank). "memory" (relevance blended with
@@ -76,9 +74,9 @@ async def thread_turns(store: GraphStore, namespace: str, thread: str, limit: in
     says whether there are older ones; the store sorts and cuts, so only a page is read."""
     if not await namespace_exists(store, namespace):
         return [], None
-    rows = await run(store.graph(namespace), cypher.THREAD_TURNS, {
+    rows = await run(store.graph(namespace), cypher_lists.THREAD_TURNS, {
         "thread": thread, "limit": limit + 1, "chars": chars, "before_us": before[0],
-        "before_cu": before[1], "before_id": before[2], **cypher.visible_params()},
+        "before_cu": before[1], "before_id": before[2], **cypher_search.visible_params()},
         read_only=True)
     page = rows[:limit][::-1]
     oldest = (int(page[0][7]), int(page[0][8]), page[0][0]) if len(rows) > limit else None

@@ -19,20 +19,13 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.keyword import idf, terms
-from zapomni.shared import cypher
 from zapomni.shared.entities import ENTITY_TYPES, entity_id, entity_key
 from zapomni.shared.errors import InvalidInput, NotFound
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run, run_cells
-from zapomni.shared.messages import (
-    EntityDetail,
-    EntityHit,
-    EntityList,
-    EntityRef,
-    EntitySearch,
-    Neighbour,
-    Passage,
-)
 from zapomni.shared.nertext import UNKNOWN
+from zapomni.shared.protocol.answers import EntityDetail, EntityHit, EntityList, Neighbour, Passage
+from zapomni.shared.protocol.api import EntityRef, EntitySearch
+from zapomni.shared.store import cypher_graph, cypher_search
 from zapomni.shared.validation import shown
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
@@ -58,7 +51,7 @@ async def by_words(graph: AsyncGraph, words: list[str], kind: str | None,
     """Entities whose name contains any of ``words``: id, key, name, type, mentions, score."""
     if not words:
         return []
-    return await run(graph, cypher.ENTITY_TEXT, {"q": "|".join(words), "type": kind,
+    return await run(graph, cypher_graph.ENTITY_TEXT, {"q": "|".join(words), "type": kind,
                                                   "limit": limit}, read_only=True)
 
 
@@ -88,17 +81,17 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
     rows = []
     if await namespace_exists(store, ref.namespace):
         graph = store.graph(ref.namespace)
-        rows = await run(graph, cypher.ENTITY_BY_ID, {"id": eid}, read_only=True)
+        rows = await run(graph, cypher_graph.ENTITY_BY_ID, {"id": eid}, read_only=True)
     if not rows:
         raise NotFound(f"name_or_id: no entity {shown(ref.name_or_id)} in namespace "
                        f"'{ref.namespace}'; search_entities finds names")
-    first = await run(graph, cypher.NEIGHBOURS, {"ids": [eid], "exclude": [eid],
+    first = await run(graph, cypher_graph.NEIGHBOURS, {"ids": [eid], "exclude": [eid],
                                                  "limit": 25}, read_only=True)
     neighbours = [Neighbour(entity_id=r[1], name=r[2], type=r[3], weight=int(r[4]), depth=1)
                   for r in first]
     if ref.depth == 2 and neighbours:
         near = [n.entity_id for n in neighbours[:NEIGHBOURS_PER_ENTITY]]
-        second = await run(graph, cypher.NEIGHBOURS, {
+        second = await run(graph, cypher_graph.NEIGHBOURS, {
             "ids": near, "exclude": [eid, *(n.entity_id for n in neighbours)], "limit": 50},
             read_only=True)
         names = {n.entity_id: n.name for n in neighbours}
@@ -108,8 +101,8 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                 seen.add(r[1])
                 neighbours.append(Neighbour(entity_id=r[1], name=r[2], type=r[3],
                                             weight=int(r[4]), depth=2, via=names[r[0]]))
-    passages = await run(graph, cypher.PASSAGES,
-                         {"id": eid, "limit": 10, **cypher.visible_params()}, read_only=True)
+    passages = await run(graph, cypher_graph.PASSAGES,
+                         {"id": eid, "limit": 10, **cypher_search.visible_params()}, read_only=True)
     return EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
         passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
@@ -120,7 +113,7 @@ async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str,
     """The names each chunk mentions, most mentioned first."""
     if not chunk_ids:
         return {}
-    rows = await run_cells(graph, cypher.CHUNK_ENTITY_NAMES, {"ids": chunk_ids})
+    rows = await run_cells(graph, cypher_graph.CHUNK_ENTITY_NAMES, {"ids": chunk_ids})
     found: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for chunk_id, name, count in rows:
         found[chunk_id].append((-int(count), name))
@@ -162,7 +155,7 @@ async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str
     """The entities most often in a sentence with each of ``entities``."""
     if not entities:
         return set()
-    rows = await run(graph, cypher.NEIGHBOURS, {
+    rows = await run(graph, cypher_graph.NEIGHBOURS, {
         "ids": sorted(entities), "exclude": sorted(entities),
         "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4}, read_only=True)
     per_entity: dict[str, list[str]] = defaultdict(list)
@@ -189,7 +182,7 @@ async def named_in(graph: AsyncGraph, query: str) -> Named:
     direct = frozenset(mentions)
     near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:
-        counted = await run(graph, cypher.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
+        counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
         mentions.update({eid: int(count) for eid, count in counted})
     return Named(direct, frozenset(near), mentions)
 
@@ -204,7 +197,7 @@ async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], 
     mentioned entities are left out first."""
     mentions = dict(named.mentions)
     if seeds:
-        rows = await run(graph, cypher.SEED_ENTITIES, {"ids": list(seeds),
+        rows = await run(graph, cypher_graph.SEED_ENTITIES, {"ids": list(seeds),
                                                         "known": sorted(mentions)},
                          read_only=True)
         mentions.update({eid: int(count) for eid, count in rows})
@@ -219,6 +212,6 @@ async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], 
                          not direct and eid not in named.near])
     if not weighted:
         return []
-    rows = await run(graph, cypher.GRAPH_HITS, {**params, "weighted": weighted,
+    rows = await run(graph, cypher_graph.GRAPH_HITS, {**params, "weighted": weighted,
                                                 "seeds": list(seeds)}, read_only=True)
     return [(row, float(row[3])) for row in rows]

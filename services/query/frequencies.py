@@ -12,8 +12,8 @@ from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import run
+from zapomni.shared.store import cypher_search
 
 CACHED_TERMS = 50_000  # (namespace, term) entries kept, least recently used out first
 
@@ -65,12 +65,12 @@ async def document_frequencies(graph: AsyncGraph, namespace: str, words: list[st
                                ) -> dict[str, int]:
     """How many chunks of the namespace each word matches (0 for none), counted only for the
     words the cache does not hold at ``stamp``, the namespace's write stamp as read before
-    (cypher.SEARCH_STATE): a write in between leaves the entry under the old stamp, never
+    (cypher_schema.SEARCH_STATE): a write in between leaves the entry under the old stamp, never
     the new one."""
     df = cache.get(namespace, stamp, words)
     missing = [w for w in words if w not in df]
     if missing:
-        rows = await run(graph, cypher.KEYWORD_DF_ALL, {"terms": missing}, read_only=True)
+        rows = await run(graph, cypher_search.KEYWORD_DF_ALL, {"terms": missing}, read_only=True)
         counted = dict.fromkeys(missing, 0) | {term: int(count) for term, count in rows}
         cache.put(namespace, stamp, counted)
         df |= counted

@@ -7,12 +7,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zapomni.shared.messages import SignalMatch
+from zapomni.shared.protocol.answers import SignalMatch
 
 
 @dataclass
 class Candidate:
-    row: list[Any]  # the hit row of the signal that found it first (see cypher._HIT)
+    row: list[Any]  # the hit row of the signal that found it first (see cypher_search._HIT)
     score: float = 0.0
     why: dict[str, SignalMatch] = field(default_factory=dict)
     also_matched: int = 0

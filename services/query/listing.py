@@ -25,10 +25,12 @@ import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.search import filter_params, iso_time
-from zapomni.shared import cypher
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run
-from zapomni.shared.messages import MEMORY_ID_PATTERN, ListedMemory, ListRequest, MemoryPage
+from zapomni.shared.protocol.answers import ListedMemory, MemoryPage
+from zapomni.shared.protocol.api import ListRequest
+from zapomni.shared.protocol.base import MEMORY_ID_PATTERN
+from zapomni.shared.store import cypher_lists
 
 FIRST_LINE_CHARS = 200  # a listed memory's first line, at most (cut with an ellipsis)
 HEAD_CHARS = 256  # text read per listed memory: more than a first line can show
@@ -94,7 +96,7 @@ async def read_rows(graph: AsyncGraph, request: ListRequest,
     """A page and one row more (when there is one): from windows of creation times next to
     where the page starts, widened until one holds it, else from every memory."""
     newest = request.order == "newest"
-    whole = cypher.LIST_NEWEST_ALL if newest else cypher.LIST_OLDEST_ALL
+    whole = cypher_lists.LIST_NEWEST_ALL if newest else cypher_lists.LIST_OLDEST_ALL
     if request.filters.active or (not newest and request.cursor is None):
         return await run(graph, whole, params, read_only=True)  # no place to start from
     start = time.time() if request.cursor is None else params["us"] / 1e6
@@ -102,9 +104,10 @@ async def read_rows(graph: AsyncGraph, request: ListRequest,
     width = FIRST_WINDOW
     while width < MAX_WINDOW:
         if newest:
-            lo, hi, query = start - width, edge, cypher.LIST_NEWEST_IN
+            lo, hi, query = start - width, edge, cypher_lists.LIST_NEWEST_IN
         else:
-            lo, hi, query = (params["us"] - SLACK_US) / 1e6, start + width, cypher.LIST_OLDEST_IN
+            lo, hi = (params["us"] - SLACK_US) / 1e6, start + width
+            query = cypher_lists.LIST_OLDEST_IN
         rows = await run(graph, query, {**params, "lo": lo, "hi": hi}, read_only=True)
         if len(rows) == params["limit"] and inside(int(rows[-2][1]), lo, hi, newest):
             return rows

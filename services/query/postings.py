@@ -15,8 +15,8 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.frequencies import StampedCache
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import run_cells
+from zapomni.shared.store import cypher_search
 
 # postings held over all terms (~110 B each), oldest terms out first: 1M held less than the
 # terms of the README's 300 questions at 100k chunks, which then re-read postings (p95 143 ms)
@@ -46,7 +46,7 @@ async def term_postings(graph: AsyncGraph, namespace: str, stamp: str, words: li
     found = cache.get(namespace, stamp, words)
     missing = [w for w in words if w not in found]
     if missing:
-        rows = await run_cells(graph, cypher.KEYWORD_POSTINGS, {"terms": missing})
+        rows = await run_cells(graph, cypher_search.KEYWORD_POSTINGS, {"terms": missing})
         fetched = split_postings(missing, rows)
         cache.put(namespace, stamp, fetched)
         found |= fetched

@@ -35,10 +35,12 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from zapomni.services.query.fusion import Candidate
-from zapomni.shared import access, cypher, metrics
+from zapomni.shared import access, metrics
 from zapomni.shared.graphstore import run
-from zapomni.shared.messages import RankPart, SearchRequest
+from zapomni.shared.protocol.answers import RankPart
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_lists
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +150,7 @@ async def read_memories(graph: AsyncGraph, pool: list[Candidate]) -> dict[str, l
     access_count and accessed_at, in one read."""
     if not pool:
         return {}
-    rows = await run(graph, cypher.RANK_FIELDS, {"ids": sorted({c.memory_id for c in pool})},
+    rows = await run(graph, cypher_lists.RANK_FIELDS, {"ids": sorted({c.memory_id for c in pool})},
                      read_only=True)
     return {row[0]: row[1:] for row in rows}
 

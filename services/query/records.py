@@ -9,11 +9,13 @@ from redis.asyncio import Redis
 
 from zapomni.services.query.search import ingesting, iso_time
 from zapomni.services.query.versions import read_versions
-from zapomni.shared import cypher, heartbeat, tasks
+from zapomni.shared import heartbeat, tasks
 from zapomni.shared.errors import NotFound
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run
-from zapomni.shared.messages import MemoryRecord, MemoryRef, Stats, StatsRequest
+from zapomni.shared.protocol.answers import MemoryRecord, Stats
+from zapomni.shared.protocol.api import MemoryRef, StatsRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_graph, cypher_schema, cypher_search
 
 _decode_json = msgspec.json.Decoder().decode
 
@@ -21,8 +23,8 @@ _decode_json = msgspec.json.Decoder().decode
 async def read_memory(store: GraphStore, ref: MemoryRef) -> MemoryRecord:
     rows = []
     if await namespace_exists(store, ref.namespace):
-        rows = await run(store.graph(ref.namespace), cypher.GET_MEMORY, {"id": ref.memory_id},
-                         read_only=True)
+        rows = await run(store.graph(ref.namespace), cypher_search.GET_MEMORY,
+                         {"id": ref.memory_id}, read_only=True)
     if not rows:
         raise NotFound(f"memory_id: {ref.memory_id} not found in namespace "
                        f"'{ref.namespace}'")
@@ -55,11 +57,11 @@ async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
     model, dim = "", 0
     if await namespace_exists(store, request.namespace):
         graph = store.graph(request.namespace)
-        total, ingesting = (await run(graph, cypher.COUNT_MEMORIES, read_only=True))[0]
-        chunks = (await run(graph, cypher.COUNT_CHUNKS, read_only=True))[0][0]
+        total, ingesting = (await run(graph, cypher_search.COUNT_MEMORIES, read_only=True))[0]
+        chunks = (await run(graph, cypher_search.COUNT_CHUNKS, read_only=True))[0][0]
         memories = int(total or 0) - int(ingesting or 0)
-        entities, relations = (await run(graph, cypher.COUNT_ENTITIES, read_only=True))[0]
-        found = await run(graph, cypher.READ_MODEL, read_only=True)
+        entities, relations = (await run(graph, cypher_graph.COUNT_ENTITIES, read_only=True))[0]
+        found = await run(graph, cypher_schema.READ_MODEL, read_only=True)
         if found:
             model, dim = found[0][0], int(found[0][1])
     return Stats(

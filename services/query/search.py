@@ -38,19 +38,20 @@ from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, re
 from zapomni.services.query.timeline import TOP, asked_order, newer_first, time_prior
 from zapomni.services.query.versions import inherit
 from zapomni.services.query.when import read_time
-from zapomni.shared import cypher, cypher_moves, metrics, vector_cache
+from zapomni.shared import metrics, vector_cache
 from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.falkordb_internals import number_list
 from zapomni.shared.graphstore import GraphStore, meta_pair, run, run_cells, search_state
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.answers import (
     MoreMatch,
     PartsDone,
     RankPart,
     SearchHit,
-    SearchRequest,
     SearchResponse,
 )
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_graph, cypher_moves, cypher_search
 from zapomni.shared.times import iso_time
 from zapomni.shared.vector_cache import VectorCache
 from zapomni.shared.words import count_words
@@ -89,7 +90,7 @@ def filter_params(request: SearchRequest) -> dict[str, Any]:
     f = request.filters
     return {"tags": f.tags, "tags_all": f.tags_all, "source": f.source,
             "source_prefix": f.source_prefix, "after": f.after, "before": f.before,
-            "meta_kv": meta_pairs(f.metadata), **cypher.visible_params(f.include_superseded)}
+            "meta_kv": meta_pairs(f.metadata), **cypher_search.visible_params(f.include_superseded)}
 
 
 async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
@@ -185,7 +186,7 @@ async def why_empty(graph: AsyncGraph, named: Named | None) -> str:
         return ("the entities the query names are mentioned in no passage that passes the "
                 "filters, or in too many passages to tell them apart; mode \"hybrid\" also "
                 "searches meaning and words")
-    entities = int((await run(graph, cypher.COUNT_ENTITIES, read_only=True))[0][0] or 0)
+    entities = int((await run(graph, cypher_graph.COUNT_ENTITIES, read_only=True))[0][0] or 0)
     if not entities:
         return ("the knowledge graph of this namespace has no entities yet (they are read "
                 "after each ingest, or by build_graph); mode \"hybrid\" searches meaning and "
@@ -233,7 +234,7 @@ async def conversation_context(graph: AsyncGraph, candidates: list[Candidate],
     memory_ids = sorted({c.memory_id for c in candidates})
     if not memory_ids:
         return Context({}, [], weight)
-    rows = await run(graph, cypher.CONTEXT_LINKS, {"ids": memory_ids}, read_only=True)
+    rows = await run(graph, cypher_search.CONTEXT_LINKS, {"ids": memory_ids}, read_only=True)
     links: dict[str, list[str]] = {}
     before: dict[str, str] = {}
     for memory_id, neighbour, follows in rows:
@@ -248,7 +249,7 @@ async def conversation_context(graph: AsyncGraph, candidates: list[Candidate],
                 wanted.setdefault(neighbour, neighbour == before.get(candidate.memory_id))
     if not wanted:
         return Context(links, [], weight)
-    extra = await run(graph, cypher.CONTEXT_HITS,
+    extra = await run(graph, cypher_search.CONTEXT_HITS,
                       {**params, "wanted": [[m, last] for m, last in sorted(wanted.items())]},
                       read_only=True)
     return Context(links, extra, weight)
@@ -290,14 +291,14 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     if not request.filters.active and summed_here(chosen, df):
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
         best = choose_pool(chosen, lists, 2 * pool)
-        found = await run_cells(graph, cypher.KEYWORD_POOL_ROWS, {
+        found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
             "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
             "superseded": params["superseded"]})
         rows = pool_rows(best, found, pool)
         return rescore(rows, rows, rarity)[:params["depth"]]
-    pools = [run(graph, cypher.KEYWORD_POOL_ALL, asked, read_only=True)]
+    pools = [run(graph, cypher_search.KEYWORD_POOL_ALL, asked, read_only=True)]
     if request.filters.active:
-        pools.append(run(graph, cypher.KEYWORD_POOL, asked, read_only=True))
+        pools.append(run(graph, cypher_search.KEYWORD_POOL, asked, read_only=True))
     found = await asyncio.gather(*pools)
     return rescore(found[-1], found[0], rarity)[:params["depth"]]
 
@@ -350,7 +351,7 @@ async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, l
     """Tags, source, metadata and time of the memories of the kept hits."""
     if not memory_ids:
         return {}
-    rows = await run_cells(graph, cypher.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))})
+    rows = await run_cells(graph, cypher_search.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))})
     return {row[0]: row[1:] for row in rows}
 
 
@@ -360,7 +361,7 @@ async def chunk_lines(graph: AsyncGraph, chunk_ids: list[str]
     text here would read up to the whole text per hit)."""
     if not chunk_ids:
         return {}
-    rows = await run_cells(graph, cypher.CHUNK_LINES, {"ids": chunk_ids})
+    rows = await run_cells(graph, cypher_search.CHUNK_LINES, {"ids": chunk_ids})
     return {row[0]: (row[1], row[2]) for row in rows}
 
 
@@ -398,7 +399,7 @@ def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | Non
 
 
 def ingesting(landed: list[int] | None) -> dict[str, Any]:
-    """The fields that say a memory is still being ingested (cypher._LANDED: [parts written,
+    """The fields that say a memory is still being ingested (cypher_search._LANDED: [parts written,
     parts], null once it is complete): none for a complete one."""
     if landed is None:
         return {}

@@ -40,9 +40,9 @@ from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate
 from zapomni.services.query.when import When, closeness
-from zapomni.shared import cypher, cypher_moves
 from zapomni.shared.graphstore import run_cells
-from zapomni.shared.messages import SignalMatch
+from zapomni.shared.protocol.answers import SignalMatch
+from zapomni.shared.store import cypher_moves, cypher_search
 from zapomni.shared.times import iso
 
 # a candidate in the window gains this share of its score (measured on LongMemEval-S dev's
@@ -106,7 +106,7 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
     mine = USER_WEIGHT > 0 and bool(FIRST_PERSON.search(query))
     if not (when.window or mine) or not candidates:
         return candidates
-    rows = await run_cells(graph, cypher.EVENT_TIMES,
+    rows = await run_cells(graph, cypher_search.EVENT_TIMES,
                            {"ids": sorted({c.memory_id for c in candidates})})
     at = {row[0]: float(row[1]) for row in rows if row[1] is not None}
     users = {row[0] for row in rows if row[2] == "user"} if mine else set()
@@ -173,7 +173,8 @@ async def statement_facts(graph: AsyncGraph, best: list[Candidate]
                           ) -> dict[str, tuple[tuple[float, float], tuple[str, str, str]]]:
     """Each statement's (event time, time added) and subject: the memories said by a role or
     in a thread (a conversation's turns); a document is no statement."""
-    rows = await run_cells(graph, cypher.STATEMENT_FACTS, {"ids": [c.memory_id for c in best]})
+    rows = await run_cells(graph, cypher_search.STATEMENT_FACTS,
+                           {"ids": [c.memory_id for c in best]})
     text = {c.memory_id: c.row[2] for c in best}
     return {row[0]: ((float(row[1]), float(row[2])), subject_of(text[row[0]], row[3]))
             for row in rows if row[3] or row[4]}

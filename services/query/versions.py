@@ -20,9 +20,9 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate, ordered
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import run, run_cells
-from zapomni.shared.messages import SignalMatch, Version
+from zapomni.shared.protocol.answers import SignalMatch, Version
+from zapomni.shared.store import cypher_memories, cypher_search
 from zapomni.shared.times import iso_time
 
 MAX_VERSIONS = 100
@@ -31,7 +31,7 @@ INHERIT_STEPS = 8  # versions walked from an older one to the current one, at mo
 
 async def step(graph: AsyncGraph, memory_id: str) -> list | None:
     """(id, supersedes, superseded_by, created_at, ready) of one version; None when gone."""
-    rows = await run(graph, cypher.VERSION_STEP, {"id": memory_id}, read_only=True)
+    rows = await run(graph, cypher_memories.VERSION_STEP, {"id": memory_id}, read_only=True)
     return rows[0] if rows else None
 
 
@@ -66,7 +66,8 @@ async def current_versions(graph: AsyncGraph, memory_ids: list[str]) -> dict[str
     current: dict[str, str] = {}
     pending = list(memory_ids)
     for _ in range(INHERIT_STEPS):
-        rows = await run_cells(graph, cypher.REPLACED_BY, {"ids": pending}) if pending else []
+        rows = (await run_cells(graph, cypher_search.REPLACED_BY, {"ids": pending})
+                if pending else [])
         if not rows:
             break
         newer = {row[0]: row[1] for row in rows}
@@ -99,7 +100,7 @@ async def inherit(graph: AsyncGraph, candidates: list[Candidate],
             heirs[heir] = (rank, candidate)
     missing = [[heir, int(older.row[1].rsplit(":", 1)[1])]
                for heir, (_, older) in heirs.items() if heir not in best]
-    rows = await run_cells(graph, cypher.VERSION_HITS, {**params, "wanted": missing}) \
+    rows = await run_cells(graph, cypher_search.VERSION_HITS, {**params, "wanted": missing}) \
         if missing else []
     found = {row[0]: Candidate(row=row) for row in rows}
     out = {id(c): c for c in candidates if c.memory_id not in replaced}

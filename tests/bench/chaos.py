@@ -57,7 +57,7 @@ from zapomni.services.stack.falkordb import (
 from zapomni.shared import tasks
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.errors import Overloaded, Unavailable
-from zapomni.shared.messages import SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory, decode_search
 from zapomni.workers.lease import lease_key

@@ -39,7 +39,7 @@ from zapomni.shared import replication
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import ZapomniError
 from zapomni.shared.graphstore import GraphStore, graph_name, prepare_namespace, run
-from zapomni.shared.messages import IngestJob
+from zapomni.shared.protocol.jobs import IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
 from zapomni.workers.store import mark_ready, write_chunks, write_memory

@@ -41,7 +41,7 @@ from zapomni.services.query.search import search_memory
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.messages import SearchRequest
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 

@@ -60,14 +60,9 @@ from zapomni.shared.conversation import TokenCounter
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
 from zapomni.shared.ids import memory_id
-from zapomni.shared.messages import (
-    ChunkSpan,
-    Context,
-    ContextRequest,
-    IngestJob,
-    SearchRequest,
-    SearchResponse,
-)
+from zapomni.shared.protocol.answers import Context, SearchResponse
+from zapomni.shared.protocol.api import ContextRequest, SearchRequest
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 

@@ -47,7 +47,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
-from zapomni.shared.messages import SearchRequest, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 

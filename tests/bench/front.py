@@ -35,7 +35,7 @@ from zapomni.services.mcp.http import http_app
 from zapomni.services.query.search import embed_query
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.messages import IngestJob
+from zapomni.shared.protocol.jobs import IngestJob
 from zapomni.shared.queue import serialize
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory

@@ -44,7 +44,7 @@ from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
-from zapomni.shared.messages import BuildGraph, SearchRequest
+from zapomni.shared.protocol.api import BuildGraph, SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.workers.extract import EntityModel
 

@@ -41,7 +41,8 @@ from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
 from zapomni.shared.graphstore import GraphStore, prepare_namespace, run
 from zapomni.shared.ids import memory_id
-from zapomni.shared.messages import BuildGraph, GraphJob
+from zapomni.shared.protocol.api import BuildGraph
+from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.settings import Settings
 from zapomni.workers import graph
 
@@ -110,7 +111,7 @@ async def probe(url: str, namespace: str, how: str) -> dict:
             return {"how": how, "chunks": len(ids), "peak_rss_mb": peak_rss_mb(),
                     "seconds": round(time.perf_counter() - started, 1)}
         job = GraphJob(task_id="task_probe", namespace=namespace, rebuild=True)
-        total = int((await run(g, graph.cypher.GRAPH_COUNT, {"memory_ids": None,
+        total = int((await run(g, graph.cypher_graph.GRAPH_COUNT, {"memory_ids": None,
                                                              "rebuild": True}))[0][0])
         parts = await graph.plan(g, job, total, settings.graph_part_chunks)
         res = type("Res", (), {"settings": settings})()

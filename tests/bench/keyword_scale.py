@@ -56,7 +56,7 @@ from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, sear
 from zapomni.shared import vector_cache
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
-from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
 from zapomni.shared.vector_cache import VectorCache
@@ -192,9 +192,19 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
 async def profile(store, embedder, client, settings, queries) -> dict:
     """Warm hybrid searches with every FalkorDB query timed at the client (the query service's
     own ``execute``, wrapped here) beside the CPU time of the whole search in this process."""
-    from zapomni.shared import cypher, cypher_moves, graphstore
+    from zapomni.shared import graphstore
+    from zapomni.shared.store import (
+        cypher_graph,
+        cypher_lists,
+        cypher_memories,
+        cypher_moves,
+        cypher_schema,
+        cypher_search,
+    )
 
-    names = {text: name for module in (cypher, cypher_moves) for name, text in vars(module).items()
+    modules = (cypher_schema, cypher_memories, cypher_graph, cypher_search, cypher_lists,
+               cypher_moves)
+    names = {text: name for module in modules for name, text in vars(module).items()
              if isinstance(text, str)}
     names |= {text: f"{name}[{key}]" for name, table in vars(cypher_moves).items()
               if isinstance(table, dict) for key, text in table.items() if isinstance(text, str)}

@@ -21,10 +21,10 @@ from pathlib import Path
 from tests.support.servers import falkordb_process
 from zapomni.services.query import listing
 from zapomni.services.query.listing import list_memories, write_cursor
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.messages import ListRequest, SearchFilters
+from zapomni.shared.protocol.api import ListRequest, SearchFilters
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_lists, cypher_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -38,7 +38,7 @@ CREATE (:Memory {id: r[0], created_at: r[1], text: r[2], tags: r[3], source: 'be
 
 async def fill(store: GraphStore, count: int, now: float, spacing: float) -> None:
     graph = store.graph("bench")
-    for query in cypher.SCHEMA:
+    for query in cypher_schema.SCHEMA:
         await run(graph, query)
     for start in range(0, count, 2000):
         rows = [[f"mem_{i:032x}", now - (count - i) * spacing,
@@ -105,7 +105,7 @@ async def bench(url: str, count: int, runs: int, spacing: float) -> list[dict]:
             rows.append({"memories": count, "spacing_s": spacing, "case": name,
                          "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
                          "queries": await tries(store, request)})
-        p50, p95 = await timed(lambda: run(store.graph("bench"), cypher.EXPIRED, {
+        p50, p95 = await timed(lambda: run(store.graph("bench"), cypher_lists.EXPIRED, {
             "now": now, "after": "", "limit": 200}, read_only=True), runs)
         rows.append({"memories": count, "spacing_s": spacing,
                      "case": "expiry sweep page (1% expired)",

@@ -55,7 +55,8 @@ from tests.bench.retrieval import (
 from tests.support.servers import ThreadedServer
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared.messages import SEARCH_MODES, SearchHit, SearchRequest, SearchResponse
+from zapomni.shared.protocol.answers import SearchHit, SearchResponse
+from zapomni.shared.protocol.api import SEARCH_MODES, SearchRequest
 from zapomni.shared.settings import Settings
 
 DOCS = Path("/usr/share/doc")

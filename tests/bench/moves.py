@@ -40,7 +40,8 @@ from zapomni.services.query.search import search_memory
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
 from zapomni.shared.ids import memory_id, new_task_id
-from zapomni.shared.messages import ChunkSpan, IngestJob, SearchRequest
+from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 

@@ -42,7 +42,9 @@ from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
 from zapomni.shared.errors import Unavailable
-from zapomni.shared.messages import TASK_STATES, MemoryRef, TaskRecord
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.base import TASK_STATES
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import connect_queue
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory

@@ -45,7 +45,8 @@ from zapomni.services.query.search import search_memory
 from zapomni.shared import access
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
-from zapomni.shared.messages import ChunkSpan, IngestJob, SearchRequest
+from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.access import fold_access
 from zapomni.workers.resources import close_resources, open_resources

@@ -38,7 +38,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
 from zapomni.shared import tasks
-from zapomni.shared.messages import SEARCH_MODES, SearchRequest, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.api import SEARCH_MODES, SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 

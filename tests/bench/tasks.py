@@ -28,7 +28,7 @@ import redis.asyncio
 
 from tests.support.servers import falkordb_process
 from zapomni.shared import adds, capacity, deletes, tasks
-from zapomni.shared.messages import TaskRecord
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import connect_queue
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory

@@ -50,7 +50,7 @@ from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import Overloaded
 from zapomni.shared.heartbeat import count_alive
-from zapomni.shared.messages import AddReceipt, SearchRequest
+from zapomni.shared.protocol.api import AddReceipt, SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 

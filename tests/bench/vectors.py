@@ -47,7 +47,7 @@ from tests.support.vectors import (
 from zapomni.shared.embed import to_params
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
-from zapomni.shared.messages import ChunkSpan, IngestJob
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.store import link_chunks, mark_ready, write_chunks, write_memory
 

@@ -36,7 +36,7 @@ from zapomni.services.query.timeline import asked_order
 from zapomni.services.query.when import read_time
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import SearchRequest
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 
 ARMS = ("issue 32", "without")

@@ -16,7 +16,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.shared import capacity, tasks
 from zapomni.shared.errors import Overloaded
 from zapomni.shared.graphstore import GraphStore, prepare_namespace, run
-from zapomni.shared.messages import ChunkSpan, IngestJob, MemoryRef
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.store import (
     link_chunks,
@@ -196,7 +197,7 @@ async def test_joining_a_batch_is_refused_only_past_the_bytes(settings, aredis):
 
 
 async def test_a_memory_written_in_a_batch_is_stored_as_one_written_alone(settings):
-    """The batch's statements are derived from the single ones (shared/cypher_batch.py):
+    """The batch's statements are derived from the single ones (shared/store/cypher_batch.py):
     the same properties, node for node, whatever a memory or chunk gains."""
     job = IngestJob(task_id="task_" + "1" * 32, memory_id="mem_" + "1" * 32, namespace="x",
                     text=TURNS[0], content_hash="h", tags=["sea"], source="log",

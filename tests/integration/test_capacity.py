@@ -13,7 +13,7 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
 from zapomni.shared import capacity
 from zapomni.shared.ids import part_job_id
-from zapomni.shared.messages import DeleteJob
+from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.queue import DELETE, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
 from zapomni.workers.main import make_worker

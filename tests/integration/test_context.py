@@ -15,7 +15,8 @@ from zapomni.shared import capacity
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import Overloaded
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
-from zapomni.shared.messages import IngestJob, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.jobs import IngestJob
 from zapomni.shared.validation import decode_add_memory, decode_search
 from zapomni.workers.store import write_memory
 

@@ -13,9 +13,10 @@ from tests.support.graph import stored
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import cypher, tasks
+from zapomni.shared import tasks
 from zapomni.shared.errors import StoreError
-from zapomni.shared.messages import MemoryRef
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.store import cypher_memories
 from zapomni.workers import store
 
 
@@ -27,7 +28,8 @@ async def test_a_delete_that_fails_for_good_can_be_made_again(settings, query_se
     await run_workers(settings)
     before = await stored(settings)
     assert before["chunks"] > 1
-    query = {"chunks": cypher.DELETE_CHUNKS, "memory": cypher.DELETE_MEMORY}[failing]
+    query = {"chunks": cypher_memories.DELETE_CHUNKS,
+             "memory": cypher_memories.DELETE_MEMORY}[failing]
     real = store.run
 
     async def run(graph, text: str, params: dict, op: str) -> list:

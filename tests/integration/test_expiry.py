@@ -17,7 +17,8 @@ from zapomni.services.mcp import front as ops
 from zapomni.shared import deletes, tasks
 from zapomni.shared.errors import NotFound
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import ListRequest, MemoryPage, MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.protocol.answers import MemoryPage, MemoryRecord, SearchResponse
+from zapomni.shared.protocol.api import ListRequest, MemoryRef
 from zapomni.shared.validation import decode_search
 from zapomni.workers.expiry import sweep_expired
 from zapomni.workers.resources import close_resources, open_resources

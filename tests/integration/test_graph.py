@@ -19,7 +19,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.mcp.server import build_server
 from zapomni.shared import tasks
-from zapomni.shared.messages import BuildGraph, MemoryRef
+from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.validation import decode_add_memory
 
 BRIDGE = [

@@ -16,7 +16,8 @@ from tests.support.workers import add_text, on_graph_batch, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import BuildGraph, GraphJob, MemoryRef
+from zapomni.shared.protocol.api import BuildGraph, MemoryRef
+from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.queue import deserialize
 from zapomni.shared.settings import Settings
 from zapomni.workers import graph

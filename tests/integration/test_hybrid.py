@@ -7,7 +7,8 @@ import pytest
 
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
-from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
+from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.validation import decode_add_memory, decode_search
 
 NOTES = [

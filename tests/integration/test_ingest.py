@@ -16,7 +16,7 @@ from zapomni.shared import tasks
 from zapomni.shared.adds import members_key
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.messages import BatchJob, IngestJob, PartJob
+from zapomni.shared.protocol.jobs import BatchJob, IngestJob, PartJob
 from zapomni.shared.queue import EMBED_PART, INGEST_BATCH, serialize
 from zapomni.shared.validation import decode_add_memory, decode_search
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.messages import MemoryRef, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.validation import decode_add_memory, decode_search
 from zapomni.shared.words import count_words
 

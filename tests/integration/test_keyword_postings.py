@@ -10,9 +10,10 @@ import itertools
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import GraphStore, run, run_cells
-from zapomni.shared.messages import MemoryRef, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.store import cypher_search
 from zapomni.shared.validation import decode_add_memory, decode_search
 
 ANIMALS = ["heron", "otter", "badger", "kestrel", "stoat"]
@@ -72,7 +73,7 @@ async def rows_by_index(settings) -> None:
     for each of the 400 rows took 9 s at 100k chunks."""
     store = GraphStore(settings)
     try:
-        plan = await store.graph("default").explain(cypher.KEYWORD_POOL_ROWS, {
+        plan = await store.graph("default").explain(cypher_search.KEYWORD_POOL_ROWS, {
             "nodes": [0], "pool": 1, "now": 0.0, "superseded": False})
         text = "\n".join(plan.plan)  # the plan's lines, as GRAPH.EXPLAIN gives them
         assert "Node By Label and ID Scan | (c:Chunk)" in text

@@ -19,7 +19,7 @@ from zapomni.services.mcp.task_status import shape_task
 from zapomni.shared import tasks
 from zapomni.shared.conversation import decode_context
 from zapomni.shared.errors import EmbeddingRejected
-from zapomni.shared.messages import Context, PartsDone
+from zapomni.shared.protocol.answers import Context, PartsDone
 
 # 40 paragraphs, about one chunk each: parts of PART_CHUNKS chunks land one by one
 BOOK = "\n\n".join(

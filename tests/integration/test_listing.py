@@ -12,8 +12,8 @@ from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp.server import build_server
 from zapomni.services.query.listing import write_cursor
-from zapomni.shared import cypher
 from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.store import cypher_schema
 
 LONG_LINE = "A first line that goes on " + "and on " * 40  # over 200 characters
 
@@ -120,7 +120,7 @@ async def test_pages_are_exact_over_years_of_memories_and_equal_times(client, se
     store = GraphStore(settings)
     try:
         graph = store.graph("default")
-        for query in cypher.SCHEMA:
+        for query in cypher_schema.SCHEMA:
             await run(graph, query)
         await run(graph, "UNWIND $rows AS r CREATE (:Memory {id: r[0], occurred_at: r[1], "
                          "created_at: r[3], text: r[2], tags: [], source: '', metadata: '{}', "

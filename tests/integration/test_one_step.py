@@ -21,7 +21,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
 from zapomni.shared.errors import Unavailable
-from zapomni.shared.messages import MemoryRef
+from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.validation import decode_add_memory
 
 TEXT = "The night ferry to Hvar leaves at eleven from the second pier."

@@ -10,7 +10,8 @@ import pytest
 
 from zapomni.services.mcp.front import Front
 from zapomni.shared.errors import ZapomniError
-from zapomni.shared.messages import Stats, StatsRequest
+from zapomni.shared.protocol.answers import Stats
+from zapomni.shared.protocol.api import StatsRequest
 
 BODY = msgspec.json.encode(StatsRequest(namespace="default"))
 

@@ -22,7 +22,8 @@ from zapomni.shared import tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
-from zapomni.shared.messages import MemoryRef, TaskRecord
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import DELETE, INGEST_BATCH, connect_queue, serialize
 from zapomni.shared.validation import decode_add_memory
 from zapomni.workers.sweep import SWEEP

@@ -26,7 +26,8 @@ from zapomni.services.query.rank import MAX_PENDING, AccessLog
 from zapomni.shared import access
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.messages import SearchRequest, SearchResponse
+from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.queue import connect_queue
 from zapomni.shared.validation import decode_add_memory, decode_search
 from zapomni.workers.access import FOLD

@@ -11,7 +11,8 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.shared import tasks
 from zapomni.shared.errors import NotFound
-from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse, Stats, StatsRequest
+from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse, Stats
+from zapomni.shared.protocol.api import MemoryRef, StatsRequest
 from zapomni.shared.validation import decode_add_memory, decode_search
 
 

@@ -11,7 +11,7 @@ from tests.integration.test_expiry import sweep_once
 from tests.support.graph import query
 from zapomni.shared import tasks
 from zapomni.shared.graphstore import GraphStore, prepare_namespace
-from zapomni.shared.messages import TaskRecord
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.workers import sweep
 
 ENDED, LIVE = "task_" + "e" * 32, "task_" + "1" * 32

@@ -9,7 +9,7 @@ import time
 from tests.support.waiting import eventually
 from tests.support.workers import add_text
 from zapomni.shared import tasks
-from zapomni.shared.messages import TaskRecord
+from zapomni.shared.protocol.task_records import TaskRecord
 
 
 def record(task_id: str) -> TaskRecord:

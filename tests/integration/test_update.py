@@ -20,7 +20,8 @@ from zapomni.services.mcp.server import build_server
 from zapomni.services.query.app import build_app
 from zapomni.shared import tasks
 from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
-from zapomni.shared.messages import MemoryRecord, MemoryRef, SearchResponse
+from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
+from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.validation import decode_search, decode_update
 
 OLD = "Mira's favourite tea is jasmine."

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.listing import write_cursor
-from zapomni.shared.messages import DEFAULT_NAMESPACE
+from zapomni.shared.protocol.base import DEFAULT_NAMESPACE
 from zapomni.shared.scopes import Scope, make_scope, refusal
 from zapomni.shared.settings import Settings
 

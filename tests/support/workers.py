@@ -20,7 +20,7 @@ from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
-from zapomni.shared.messages import AddReceipt
+from zapomni.shared.protocol.api import AddReceipt
 from zapomni.shared.queue import connect_queue
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory

@@ -19,7 +19,8 @@ from zapomni.shared.conversation import (
     encode_cursor,
 )
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import ContextMemory, ContextRequest, HistoryRequest, Turn
+from zapomni.shared.protocol.answers import ContextMemory, Turn
+from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
 
 MEMORY = "mem_" + "ab" * 16
 NOT_A_CURSOR = "before: not a cursor from get_history"

@@ -1,4 +1,4 @@
-"""The batch's statements (shared/cypher_batch.py) are the single-memory ones once per row:
+"""The batch's statements (shared/store/cypher_batch.py) are the single-memory ones once per row:
 every parameter read from the row, the row carried through each WITH."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from zapomni.shared import cypher, cypher_batch
+from zapomni.shared.store import cypher_batch, cypher_memories
 
 
 @pytest.mark.parametrize("name", ["MERGE_MEMORIES", "LINK_TURNS_BEFORE", "LINK_TURNS_AFTER",
@@ -20,7 +20,7 @@ def test_every_parameter_comes_from_the_row(name):
 
 
 def test_the_memory_write_sets_what_the_single_one_sets():
-    single = re.findall(r"m\.(\w+) = ", cypher.MERGE_MEMORY)
+    single = re.findall(r"m\.(\w+) = ", cypher_memories.MERGE_MEMORY)
     assert re.findall(r"m\.(\w+) = ", cypher_batch.MERGE_MEMORIES) == single
     assert len(single) > 15
 

@@ -10,7 +10,7 @@ import pytest
 
 from zapomni.services.cli.restore import check_file
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import (
+from zapomni.shared.protocol.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     ExportedChunk,

@@ -2,7 +2,8 @@ import msgspec
 import pytest
 
 from zapomni.shared.ids import chunk_id, memory_id, new_task_id
-from zapomni.shared.messages import ChunkSpan, IngestJob, MemoryRef, PartJob
+from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
 from zapomni.shared.queue import deserialize, serialize
 from zapomni.shared.settings import Settings
 

@@ -8,7 +8,7 @@ import msgspec
 from zapomni.services.mcp.task_status import shape_task
 from zapomni.shared.chunking import Chunker
 from zapomni.shared.large_text import exact_counts, sections, split_large
-from zapomni.shared.messages import TaskRecord
+from zapomni.shared.protocol.task_records import TaskRecord
 
 PARAGRAPHS = "\n\n".join(f"Entry {i}. The keeper noted fog at dawn and a clear night after."
                          for i in range(4000))

@@ -1,5 +1,5 @@
 """The keyword pool chosen from cached postings (services/query/postings.py) is the pool
-query's (shared/cypher.py KEYWORD_POOL_ALL: sum of idf x score per chunk in the terms'
+query's (cypher_search.KEYWORD_POOL_ALL: sum of idf x score per chunk in the terms'
 order, best first, ties by chunk id, the first ``over``), and the cache stays bounded."""
 
 import numpy as np

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from zapomni.services.query.listing import first_line, read_cursor, write_cursor
-from zapomni.shared import cypher
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.policy import Rule, judge_confidence, parse_policy, rule_for
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_lists
 from zapomni.shared.validation import decode_add_memory
 
 MEM = "mem_" + "a" * 32
@@ -40,8 +40,8 @@ def test_the_first_line_is_bounded():
 
 
 def test_the_listing_shows_memories_still_ingesting_but_never_expired_ones():
-    for query in (cypher.LIST_NEWEST_ALL, cypher.LIST_NEWEST_IN, cypher.LIST_OLDEST_ALL,
-                  cypher.LIST_OLDEST_IN):
+    for query in (cypher_lists.LIST_NEWEST_ALL, cypher_lists.LIST_NEWEST_IN,
+                  cypher_lists.LIST_OLDEST_ALL, cypher_lists.LIST_OLDEST_IN):
         assert "m.ready" not in query.split("RETURN")[0]
         assert "m.expires_at > $now" in query and "m.superseded_by IS NULL" in query
         assert "$tags_all" in query and "LIMIT $limit" in query

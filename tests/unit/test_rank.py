@@ -7,7 +7,7 @@ from zapomni.services.query.fusion import Candidate
 from zapomni.services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
 from zapomni.shared import access
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import SearchRequest
+from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
 from zapomni.workers.access import fold_schedule

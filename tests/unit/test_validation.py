@@ -4,7 +4,7 @@ import pytest
 
 from zapomni.services.mcp.update import merge_metadata
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.messages import BuildGraph
+from zapomni.shared.protocol.api import BuildGraph
 from zapomni.shared.validation import (
     MAX_TEXT_CHARS,
     check_id,

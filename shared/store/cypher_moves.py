@@ -10,7 +10,7 @@ are these two constants, never user data.
 
 from __future__ import annotations
 
-from zapomni.shared import cypher
+from zapomni.shared.store import cypher_memories, cypher_schema, cypher_search
 
 PROPS = ("embedding", "embedding_b")
 
@@ -26,11 +26,11 @@ def by_prop(query: str) -> dict[str, str]:
             for p in PROPS}
 
 
-VECTOR_INDEX = by_prop(cypher.VECTOR_INDEX)
-MERGE_CHUNKS = by_prop(cypher.MERGE_CHUNKS)
-SEARCH_VECTOR = by_prop(cypher.SEARCH_VECTOR)
-SEARCH_EXACT = by_prop(cypher.SEARCH_EXACT)
-CHUNK_SIMILARITY = by_prop(cypher.CHUNK_SIMILARITY)
+VECTOR_INDEX = by_prop(cypher_schema.VECTOR_INDEX)
+MERGE_CHUNKS = by_prop(cypher_memories.MERGE_CHUNKS)
+SEARCH_VECTOR = by_prop(cypher_search.SEARCH_VECTOR)
+SEARCH_EXACT = by_prop(cypher_search.SEARCH_EXACT)
+CHUNK_SIMILARITY = by_prop(cypher_search.CHUNK_SIMILARITY)
 
 # the namespace's model, dimension and vector property, and the reembed under way (if any)
 READ_META = """

@@ -1,0 +1,84 @@
+"""The Cypher of a namespace as a whole: its indexes, its stored shape's version and the
+steps that migrate it (shared/migrate.py), its embedding model, its write stamp and what a
+search reads of it first.
+
+Every Cypher query Zapomni runs is a constant with ``$params`` in a module of this package
+(by area: cypher_schema, cypher_memories, cypher_graph, cypher_search, cypher_lists,
+cypher_batch, cypher_moves). Nothing user-supplied is ever formatted into a query string.
+User metadata is stored as JSON text (the FalkorDB client does not quote map keys in
+parameters).
+"""
+
+from __future__ import annotations
+
+# Run before the first MERGE: FalkorDB's concurrent MERGEs of a label the graph does not know
+# yet each create their node (measured: 16 at once on a fresh graph made 2-16 copies of the
+# namespace's ZapomniMeta record); once the label exists, a MERGE finds the other's node
+SCHEMA = (
+    "CREATE INDEX FOR (x:ZapomniMeta) ON (x.key)",
+    "CREATE INDEX FOR (m:Memory) ON (m.id)",
+    "CREATE INDEX FOR (m:Memory) ON (m.created_at)",
+    "CREATE INDEX FOR (m:Memory) ON (m.occurred_at)",
+    "CREATE INDEX FOR (m:Memory) ON (m.source)",
+    "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
+    "CREATE INDEX FOR (m:Memory) ON (m.after)",
+    "CREATE INDEX FOR (m:Memory) ON (m.thread)",
+    "CREATE INDEX FOR (m:Memory) ON (m.expires_at)",
+    "CREATE INDEX FOR (c:Chunk) ON (c.id)",
+    "CREATE INDEX FOR (c:Chunk) ON (c.memory_id)",
+    "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
+    "CREATE INDEX FOR (e:Entity) ON (e.id)",
+    "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.name)",
+)
+# dimension and HNSW options are integers from Settings, passed as parameters
+VECTOR_INDEX = (
+    "CREATE VECTOR INDEX FOR (c:Chunk) ON (c.embedding) OPTIONS {dimension: $dim, "
+    "similarityFunction: 'cosine', M: $m, efConstruction: $ef_construction, "
+    "efRuntime: $ef_runtime}"
+)
+
+# the embedding model that built a namespace: recorded once, checked on every write
+CLAIM_MODEL = """
+MERGE (x:ZapomniMeta {key: 'embedding'})
+ON CREATE SET x.model = $model, x.dim = $dim, x.created_at = $now
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), x.next_model, x.next_dim
+"""
+INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
+# the stored shape's version (shared/migrate.py), and its steps
+READ_SCHEMA = "MATCH (x:ZapomniMeta {key: 'schema'}) RETURN x.version"
+WRITE_SCHEMA = "MERGE (x:ZapomniMeta {key: 'schema'}) SET x.version = $version"
+MIGRATE_EVENT_TIME = """
+MATCH (m:Memory) WHERE m.occurred_at IS NULL
+WITH m LIMIT $batch
+SET m.occurred_at = m.created_at
+RETURN count(m)
+"""
+MIGRATE_VERSIONS_MARK = """
+OPTIONAL MATCH (m:Memory) WHERE m.superseded_by IS NOT NULL
+WITH count(m) AS replaced WHERE replaced > 0
+MERGE (x:ZapomniMeta {key: 'versions'})
+RETURN 0
+"""
+READ_MODEL = """
+MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
+"""
+
+# every write or delete of chunks stamps the namespace afresh (a random token, so a graph
+# dropped and made again never repeats one): the query service's cache of document
+# frequencies (services/query/frequencies.py) is valid only for the stamp it was counted at
+STAMP_WRITES = "MERGE (x:ZapomniMeta {key: 'writes'}) SET x.stamp = $stamp"
+# what a search reads of its namespace before anything else, in one query: the model
+# (READ_MODEL's columns), the write stamp, the chunks (idf's N) and the thread links (THEN
+# edges). The counts come from db.meta.stats(), FalkorDB's per-label and per-type counters:
+# O(1), as count() over a whole label is on its own (and is not after another clause)
+SEARCH_STATE = """
+CALL db.meta.stats() YIELD labels, relTypes
+OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
+OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
+OPTIONAL MATCH (v:ZapomniMeta {key: 'versions'})
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
+       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL
+"""
+# a namespace where update_memory has replaced a memory says so (search then reads older
+# versions too, for the current one to inherit what they match: services/query/versions.py)
+MARK_VERSIONS = "MERGE (x:ZapomniMeta {key: 'versions'})"
