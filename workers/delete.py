@@ -12,27 +12,20 @@ import time
 from zapomni.shared import replication, tasks
 from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.queue import DELETE
-from zapomni.workers.outcome import read_job, start_task, task_outcome
-from zapomni.workers.resources import checkpoint, resources
+from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.resources import Resources, checkpoint
 from zapomni.workers.store import delete_memory_graph
 
 
-async def delete_memory(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    job = await read_job(res, payload, DeleteJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, DELETE, job.task_id, job.namespace, job.memory_id) as run:
-        if not (await start_task(res, ctx, job.task_id)).ok:
-            return "done"  # ended already
-        since = await replication.mark(res.store, job.namespace)
-        memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),
-                                                     job.memory_id)
-        await checkpoint(res, "deleted", job)
-        await replication.confirm(res.store, job.namespace, since)
-        await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
-                                    total=1, finished_at=time.time(),
-                                    message=f"deleted {memories} memory and {chunks} chunks"
-                                    + (f" ({job.reason})" if job.reason else ""))
-        return "done"
-    return run.outcome
+@task_job(DELETE, DeleteJob)
+async def delete_memory(res: Resources, run: JobRun, job: DeleteJob) -> str:
+    since = await replication.mark(res.store, job.namespace)
+    memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),
+                                                 job.memory_id)
+    await checkpoint(res, "deleted", job)
+    await replication.confirm(res.store, job.namespace, since)
+    await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
+                                total=1, finished_at=time.time(),
+                                message=f"deleted {memories} memory and {chunks} chunks"
+                                + (f" ({job.reason})" if job.reason else ""))
+    return "done"

@@ -30,8 +30,8 @@ from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, 
 from zapomni.shared.queue import FILES, enqueue_files
 from zapomni.shared.roots import allowed_roots, inside
 from zapomni.shared.validation import decode_add_memory
-from zapomni.workers.outcome import deadline, read_job, start_task, task_outcome
-from zapomni.workers.resources import Resources, resources
+from zapomni.workers.outcome import JobRun, deadline, task_job
+from zapomni.workers.resources import Resources
 
 # the current memories ingested from one root (meta_kv holds "root=<JSON path>"), by id
 FILE_MEMORIES = """
@@ -43,18 +43,10 @@ PROGRESS_EVERY = 20  # files between progress writes
 BUDGET = 0.5  # share of the job's time limit a slice reads files for
 
 
-async def ingest_files(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    job = await read_job(res, payload, FilesJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, FILES, job.task_id, job.namespace, "") as run_:
-        moved = await start_task(res, ctx, job.task_id)
-        if not moved.ok:  # ended already: done, or cancelled
-            run_.outcome = "done" if moved.before == "done" else "cancelled"
-            return run_.outcome
-        run_.outcome = await walk_slice(res, job)
-    return run_.outcome
+@task_job(FILES, FilesJob)
+async def ingest_files(res: Resources, run: JobRun, job: FilesJob) -> str:
+    run.outcome = await walk_slice(res, job)
+    return run.outcome
 
 
 async def walk_slice(res: Resources, job: FilesJob) -> str:

@@ -32,8 +32,8 @@ from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.shared.store import cypher_graph
-from zapomni.workers.outcome import read_job, start_task, task_outcome
-from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.resources import Resources, checkpoint
 from zapomni.workers.store import drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
@@ -42,44 +42,28 @@ log = logging.getLogger(__name__)
 FIRST, END = "", "~"
 HASH_DIGITS = 8  # hex digits of the memory hash that range boundaries use
 
-async def build_graph(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    started = time.monotonic()
-    job = await read_job(res, payload, GraphJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, BUILD_GRAPH, job.task_id, job.namespace, ""):
-        if not (await start_task(res, ctx, job.task_id)).ok:
-            return "ended"
-        graph = res.store.graph(job.namespace)
-        rows = await run(graph, cypher_graph.GRAPH_COUNT, {"memory_ids": job.memory_ids,
-                                                     "rebuild": job.rebuild})
-        total = int(rows[0][0]) if rows else 0
-        parts = await plan(graph, job, total, max(1, res.settings.graph_part_chunks))
-        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=total,
-                         message=f"{total} chunks to read in {len(parts)} part(s)")
-        if total == 0 or not parts:
-            await finish(res, job.task_id, job.namespace, "nothing new to read")
-            return "done"
-        if len(parts) == 1:
-            return await extract_part(res, parts[0], started)
-        for part in parts:
-            await enqueue_graph_part(res.redis, res.settings, part)
-        return f"fanned out into {len(parts)} parts"
-    return "failed"
+@task_job(BUILD_GRAPH, GraphJob)
+async def build_graph(res: Resources, run_: JobRun, job: GraphJob) -> str:
+    graph = res.store.graph(job.namespace)
+    rows = await run(graph, cypher_graph.GRAPH_COUNT, {"memory_ids": job.memory_ids,
+                                                       "rebuild": job.rebuild})
+    total = int(rows[0][0]) if rows else 0
+    parts = await plan(graph, job, total, max(1, res.settings.graph_part_chunks))
+    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=total,
+                     message=f"{total} chunks to read in {len(parts)} part(s)")
+    if total == 0 or not parts:
+        await finish(res, job.task_id, job.namespace, "nothing new to read")
+        return "done"
+    if len(parts) == 1:
+        return await extract_part(res, parts[0], run_.started)
+    for part in parts:
+        await enqueue_graph_part(res.redis, res.settings, part)
+    return f"fanned out into {len(parts)} parts"
 
 
-async def graph_part(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    started = time.monotonic()
-    job = await read_job(res, payload, GraphPartJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, GRAPH_PART, job.task_id, job.namespace, ""):
-        if not (await start_task(res, ctx, job.task_id)).ok:
-            return "ended"
-        return await extract_part(res, job, started)
-    return "failed"
+@task_job(GRAPH_PART, GraphPartJob)
+async def graph_part(res: Resources, run_: JobRun, job: GraphPartJob) -> str:
+    return await extract_part(res, job, run_.started)
 
 
 async def plan(graph: AsyncGraph, job: GraphJob, total: int, size: int) -> list[GraphPartJob]:

@@ -31,8 +31,8 @@ from zapomni.shared.graphstore import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
 from zapomni.shared.queue import EMBED_PART, enqueue_part
 from zapomni.workers.graph import follow_ingest
-from zapomni.workers.outcome import JobRun, read_job, start_task, task_outcome
-from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.outcome import JobRun, run_task, task_job
+from zapomni.workers.resources import Resources, checkpoint
 from zapomni.workers.store import (
     link_chunks,
     mark_landing,
@@ -48,31 +48,41 @@ ONE = "ingest_memory"  # one memory's ingest (a large one's batch, alone), as me
 CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at most
 
 
+async def left_behind(res: Resources, job: IngestJob | PartJob, before: str) -> None:
+    """A task that may not start (``before``: the state its start found, or LOST): one that
+    lost its memory is cancelled, and what an earlier run of it wrote is undone."""
+    if before == tasks.LOST:
+        await tasks.move(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
+                         finished_at=time.time(), message="the memory was deleted")
+    if before in (tasks.LOST, "cancelled", "failed"):
+        await undo_memory(res.store.graph(job.namespace), job.memory_id, job.task_id)
+
+
 async def ingest_one(ctx: dict, job: IngestJob) -> str:
     """One memory, of any size: chunked, written, and fanned out into parts if large."""
-    res = resources(ctx)
-    async with task_outcome(ctx, ONE, job.task_id, job.namespace, job.memory_id) as run:
-        if not await begin(res, ctx, run, job):
-            return run.outcome
-        chunks = await chunk_text(res, job)
-        parts = split_parts(chunks, res.settings.part_chunks)
-        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
-                         chunks=len(chunks), parts_at=time.time(),
-                         message=f"{len(chunks)} chunks in {len(parts)} part(s)")
-        since = await replication.mark(res.store, job.namespace)
-        await prepare_namespace(res.store, job.namespace, res.embedder.name,
-                                await res.embedder.dimension())
-        await write_memory(res.store.graph(job.namespace), job, len(chunks))
-        if not await still_owned(res, run, job, "memory_written"):
-            return run.outcome
-        jobs = [PartJob(task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
-                        part=i, parts=len(parts), chunk_count=len(chunks), chunks=part)
-                for i, part in enumerate(parts)]
-        if len(jobs) == 1:
-            return await embed_and_write(res, run, jobs[0], since)
-        await replication.confirm(res.store, job.namespace, since)  # the parts need it
-        return await fan_out(res, run, jobs)
-    return run.outcome
+    return await run_task(ctx, ONE, job, write_one, owning=True, ended=left_behind)
+
+
+async def write_one(res: Resources, run: JobRun, job: IngestJob) -> str:
+    await checkpoint(res, "owned", job)
+    chunks = await chunk_text(res, job)
+    parts = split_parts(chunks, res.settings.part_chunks)
+    await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
+                     chunks=len(chunks), parts_at=time.time(),
+                     message=f"{len(chunks)} chunks in {len(parts)} part(s)")
+    since = await replication.mark(res.store, job.namespace)
+    await prepare_namespace(res.store, job.namespace, res.embedder.name,
+                            await res.embedder.dimension())
+    await write_memory(res.store.graph(job.namespace), job, len(chunks))
+    if not await still_owned(res, run, job, "memory_written"):
+        return run.outcome
+    jobs = [PartJob(task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
+                    part=i, parts=len(parts), chunk_count=len(chunks), chunks=part)
+            for i, part in enumerate(parts)]
+    if len(jobs) == 1:
+        return await embed_and_write(res, run, jobs[0], since)
+    await replication.confirm(res.store, job.namespace, since)  # the parts need it
+    return await fan_out(res, run, jobs)
 
 
 async def fan_out(res: Resources, run: JobRun, jobs: list[PartJob]) -> str:
@@ -105,17 +115,10 @@ async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
         return split.result()
 
 
-async def embed_part(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    job = await read_job(res, payload, PartJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, EMBED_PART, job.task_id, job.namespace, job.memory_id) as run:
-        if not await begin(res, ctx, run, job):
-            return run.outcome
-        return await embed_and_write(res, run, job,
-                                     await replication.mark(res.store, job.namespace))
-    return run.outcome
+@task_job(EMBED_PART, PartJob, owning=True, ended=left_behind)
+async def embed_part(res: Resources, run: JobRun, job: PartJob) -> str:
+    await checkpoint(res, "owned", job)
+    return await embed_and_write(res, run, job, await replication.mark(res.store, job.namespace))
 
 
 async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
@@ -201,26 +204,3 @@ async def still_owned(res: Resources, run: JobRun, job: IngestJob | PartJob,
 def split_parts(chunks: list[ChunkSpan], size: int) -> list[list[ChunkSpan]]:
     size = max(1, size)
     return [chunks[i : i + size] for i in range(0, len(chunks), size)] or [[]]
-
-
-async def begin(res: Resources, ctx: dict, run: JobRun, job: IngestJob | PartJob) -> bool:
-    """Start (or resume) the task, unless it has ended or its memory is no longer its own
-    (deleted or cancelled meanwhile: then what an earlier run wrote is undone)."""
-    moved = await start_task(res, ctx, job.task_id, owning=True)
-    if not moved.ok:
-        await left_behind(res, job, moved.before)
-        run.outcome = "cancelled" if moved.before != "done" else "done"
-        return False
-    await checkpoint(res, "owned", job)
-    return True
-
-
-async def left_behind(res: Resources, job: IngestJob | PartJob, before: str) -> None:
-    """A task that may not start (``before``: the state its start found, or LOST): one that
-    lost its memory is cancelled, and what an earlier run of it wrote is undone."""
-    if before == tasks.LOST:
-        await tasks.move(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
-                         finished_at=time.time(), message="the memory was deleted")
-    if before in (tasks.LOST, "cancelled", "failed"):
-        await undo_memory(res.store.graph(job.namespace), job.memory_id, job.task_id)
-

@@ -34,8 +34,8 @@ from zapomni.shared.queue import IMPORT
 from zapomni.shared.store import cypher_memories, cypher_moves
 from zapomni.shared.words import count_words
 from zapomni.workers.graph import follow_with_graph
-from zapomni.workers.outcome import read_job, start_task, task_outcome
-from zapomni.workers.resources import Resources, resources
+from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.resources import Resources
 from zapomni.workers.store import link_chunks, meta_pairs, stamp_writes
 
 log = logging.getLogger(__name__)
@@ -44,30 +44,23 @@ _encode = msgspec.json.Encoder().encode
 PUBLISH_PAGE = 1000  # memories made searchable per statement at the end of an import
 
 
-async def import_batch(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    job = await read_job(res, payload, ImportJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, IMPORT, job.task_id, job.namespace, ""):
-        if not (await start_task(res, ctx, job.task_id)).ok:
-            return "ended"
-        dim = await res.embedder.dimension()
-        prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
-        spans, vectors, embedded = await chunk_vectors(res, job, dim)
-        graph = res.store.graph(job.namespace)
-        await write_batch(graph, job, spans, vectors, prop)
-        if embedded:
-            await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
-                             add={"embedded": embedded})
-        done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
-                                       res.task_ttl)
-        if done < 0:
-            return "ended"
-        if done >= job.parts:
-            return await finish(res, graph, job)
-        return f"batch {job.part + 1}/{job.parts} written"
-    return "failed"
+@task_job(IMPORT, ImportJob)
+async def import_batch(res: Resources, run: JobRun, job: ImportJob) -> str:
+    dim = await res.embedder.dimension()
+    prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
+    spans, vectors, embedded = await chunk_vectors(res, job, dim)
+    graph = res.store.graph(job.namespace)
+    await write_batch(graph, job, spans, vectors, prop)
+    if embedded:
+        await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
+                         add={"embedded": embedded})
+    done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
+                                   res.task_ttl)
+    if done < 0:
+        return "ended"
+    if done >= job.parts:
+        return await finish(res, graph, job)
+    return f"batch {job.part + 1}/{job.parts} written"
 
 
 def reusable(job: ImportJob, model: str, dim: int) -> bool:

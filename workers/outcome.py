@@ -11,10 +11,10 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import redis.exceptions
@@ -28,6 +28,7 @@ from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 
 J = TypeVar("J")
+T = TypeVar("T", bound="TaskJob")
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +48,10 @@ class JobRun:
     """What became of one run of a job; counted in zapomni_jobs_total."""
 
     outcome: str = "done"  # done, cancelled, retry, failed
+    started: float = field(default_factory=time.monotonic)  # a job's time share counts from here
 
 
 Owner = tuple[str, str, str]  # a task a job runs: its id, namespace and memory ('' if none)
-
-
-@asynccontextmanager
-async def task_outcome(ctx: dict, job: str, task_id: str, namespace: str,
-                       memory_id: str) -> AsyncIterator[JobRun]:
-    async with tasks_outcome(ctx, job, [(task_id, namespace, memory_id)]) as run:
-        yield run
 
 
 @asynccontextmanager
@@ -110,6 +105,53 @@ async def retry_or_fail(res: Resources, ctx: dict, owners: list[Owner], reason: 
             message=f"waiting: {reason}; attempt {attempt} of {res.settings.max_tries}, "
                     f"retrying in {delay}s"))
     raise Retry(defer=delay)
+
+
+class TaskJob(Protocol):
+    """A job of one task (the memory it concerns: '' when none)."""
+
+    task_id: str
+    namespace: str
+
+
+Work = Callable[[Resources, JobRun, T], Awaitable[str]]
+Ended = Callable[[Resources, T, str], Awaitable[None]]
+
+
+def task_job(name: str, kind: type[T], *, owning: bool = False, ended: Ended | None = None
+             ) -> Callable[[Work], Callable[[dict, Any], Awaitable[str]]]:
+    """The arq job function of ``work(res, run, job)``: read the payload as a ``kind`` (one
+    this worker cannot read fails its task), then ``run_task``. What it returns is the job's
+    result."""
+    def wrap(work: Work) -> Callable[[dict, Any], Awaitable[str]]:
+        async def job_function(ctx: dict, payload: Any) -> str:
+            job = await read_job(resources(ctx), payload, kind)
+            if job is None:
+                return "unreadable"
+            return await run_task(ctx, name, job, work, owning=owning, ended=ended)
+        job_function.__name__ = job_function.__qualname__ = work.__name__
+        return job_function
+    return wrap
+
+
+async def run_task(ctx: dict, name: str, job: T, work: Work, *, owning: bool = False,
+                   ended: Ended | None = None) -> str:
+    """The prologue every job of a task shares: what a failure means for its task
+    (tasks_outcome), then the task started (or resumed), and ``work`` run. A task that has
+    ended (done, cancelled, failed; ``owning``: or lost its memory) does not start again: the
+    job does nothing but ``ended(res, job, the state its start found)``. Its outcome (done,
+    cancelled, failed) is the result."""
+    res = resources(ctx)
+    async with tasks_outcome(ctx, name, [(job.task_id, job.namespace,
+                                          getattr(job, "memory_id", ""))]) as run:
+        moved = await start_task(res, ctx, job.task_id, owning=owning)
+        if not moved.ok:
+            if ended is not None:
+                await ended(res, job, moved.before)
+            run.outcome = "done" if moved.before == "done" else "cancelled"
+            return run.outcome
+        return await work(res, run, job)
+    return run.outcome
 
 
 async def fail_task(res: Resources, task_id: str, namespace: str, memory_id: str,

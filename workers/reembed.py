@@ -35,31 +35,25 @@ from zapomni.shared.protocol.jobs import ReembedJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue
 from zapomni.shared.store import cypher_moves
-from zapomni.workers.outcome import read_job, start_task, task_outcome
-from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.resources import Resources, checkpoint
 
 log = logging.getLogger(__name__)
 
 CLEAR_BATCH = 1000  # vectors removed per statement
 
 
-async def reembed_chunks(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    started = time.monotonic()
-    job = await read_job(res, payload, ReembedJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, REEMBED, job.task_id, job.namespace, ""):
-        moved = await start_task(res, ctx, job.task_id)
-        if not moved.ok:
-            if moved.before in ("cancelled", "failed"):
-                await abandon(res, job)
-            return "ended"
-        prop = await begin(res, job)
-        if prop is None:
-            return "done"
-        return await embed_steps(res, job, prop, started)
-    return "failed"
+async def ended(res: Resources, job: ReembedJob, before: str) -> None:
+    if before in ("cancelled", "failed"):
+        await abandon(res, job)
+
+
+@task_job(REEMBED, ReembedJob, ended=ended)
+async def reembed_chunks(res: Resources, run: JobRun, job: ReembedJob) -> str:
+    prop = await begin(res, job)
+    if prop is None:
+        return "done"
+    return await embed_steps(res, job, prop, run.started)
 
 
 async def begin(res: Resources, job: ReembedJob) -> str | None:

@@ -19,42 +19,37 @@ from zapomni.shared.protocol.jobs import UpdateJob
 from zapomni.shared.queue import UPDATE
 from zapomni.shared.store import cypher_memories
 from zapomni.workers import store
-from zapomni.workers.outcome import read_job, start_task, task_outcome
-from zapomni.workers.resources import checkpoint, resources
+from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.resources import Resources, checkpoint
 
 
-async def update_memory(ctx: dict, payload: dict) -> str:
-    res = resources(ctx)
-    job = await read_job(res, payload, UpdateJob)
-    if job is None:
-        return "unreadable"
-    async with task_outcome(ctx, UPDATE, job.task_id, job.namespace, job.memory_id) as run:
-        moved = await start_task(res, ctx, job.task_id, owning=True)
-        if not moved.ok:  # ended already (done, or cancelled by a delete)
-            if moved.before == tasks.LOST:
-                await tasks.end_and_release(res.redis, job.task_id, "cancelled",
-                                            ttl=res.task_ttl, finished_at=time.time(),
-                                            message="the memory was taken by another task")
-            run.outcome = "done" if moved.before == "done" else "cancelled"
-            return run.outcome
-        await checkpoint(res, "update_owned", job)
-        since = await replication.mark(res.store, job.namespace)
-        updated = await write_metadata(res.store.graph(job.namespace), job)
-        await checkpoint(res, "updated", job)
-        await replication.confirm(res.store, job.namespace, since)
-        if updated:
-            ended = await tasks.end_and_release(
-                res.redis, job.task_id, "done", ttl=res.task_ttl, done=1, total=1,
-                finished_at=time.time(), message="metadata updated")
-        else:
-            ended = await tasks.end_and_release(
-                res.redis, job.task_id, "failed", ttl=res.task_ttl, finished_at=time.time(),
-                message="failed", error="the memory is no longer stored; nothing was updated")
-        if ended.ok:
-            run.outcome = "done" if updated else "failed"
-        else:  # ended already: a re-run of a done update, or a delete cancelled it
-            run.outcome = "done" if ended.before == "done" else "cancelled"
-        return run.outcome
+async def lost(res: Resources, job: UpdateJob, before: str) -> None:
+    """An update that may not start: one whose memory another task took is cancelled."""
+    if before == tasks.LOST:
+        await tasks.end_and_release(res.redis, job.task_id, "cancelled", ttl=res.task_ttl,
+                                    finished_at=time.time(),
+                                    message="the memory was taken by another task")
+
+
+@task_job(UPDATE, UpdateJob, owning=True, ended=lost)
+async def update_memory(res: Resources, run: JobRun, job: UpdateJob) -> str:
+    await checkpoint(res, "update_owned", job)
+    since = await replication.mark(res.store, job.namespace)
+    updated = await write_metadata(res.store.graph(job.namespace), job)
+    await checkpoint(res, "updated", job)
+    await replication.confirm(res.store, job.namespace, since)
+    if updated:
+        ended = await tasks.end_and_release(
+            res.redis, job.task_id, "done", ttl=res.task_ttl, done=1, total=1,
+            finished_at=time.time(), message="metadata updated")
+    else:
+        ended = await tasks.end_and_release(
+            res.redis, job.task_id, "failed", ttl=res.task_ttl, finished_at=time.time(),
+            message="failed", error="the memory is no longer stored; nothing was updated")
+    if ended.ok:
+        run.outcome = "done" if updated else "failed"
+    else:  # ended already: a re-run of a done update, or a delete cancelled it
+        run.outcome = "done" if ended.before == "done" else "cancelled"
     return run.outcome
 
 
