@@ -32,7 +32,7 @@ class Embedder(Protocol):
 
 def make_embedder(settings: Settings) -> Embedder:
     if settings.ollama_url:
-        from zapomni.shared.embed_ollama import OllamaEmbedder
+        from zapomni.shared.embed_ollama import OllamaEmbedder  # loaded only when chosen
 
         return OllamaEmbedder(
             settings.ollama_url,
@@ -42,7 +42,7 @@ def make_embedder(settings: Settings) -> Embedder:
             timeout=settings.ollama_timeout,
             retries=settings.ollama_retries,
         )
-    from zapomni.shared.embed_onnx import OnnxEmbedder
+    from zapomni.shared.embed_onnx import OnnxEmbedder  # onnxruntime: heavy, loaded lazily
 
     return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
 

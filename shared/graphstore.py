@@ -1,12 +1,12 @@
-"""FalkorDB: the connection, one graph per namespace, the schema, and the embedding model each
-namespace was built with. Every query goes through ``run`` so library errors are translated
-in one place."""
+"""FalkorDB: the connection, one graph per namespace, and what a search reads of one first
+(its embedding model, write stamp and counts). Every query goes through ``run`` so library
+errors are translated in one place. A namespace is prepared for writes (indexes, stored
+shape, model) by shared/migrate.py."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
@@ -204,7 +204,8 @@ async def list_graphs(store: GraphStore) -> list[str]:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
 
-def _mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]) -> EmbeddingRejected:
+def model_mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]
+                   ) -> EmbeddingRejected:
     return EmbeddingRejected(
         f"namespace '{namespace}' holds vectors of {have[0]} ({have[1]}-d) but this process "
         f"embeds with {want[0]} ({want[1]}-d); vectors of two models cannot be mixed. "
@@ -212,58 +213,6 @@ def _mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]) -> E
         "with workers that embed with it; otherwise set the embedder the namespace was built "
         f"with ({have[0]})."
     )
-
-
-def vector_prop(namespace: str, row: list[Any], model: str, dim: int) -> str:
-    """Which chunk property holds this model's vectors in the namespace (a ZapomniMeta row:
-    model, dim, prop, next model, next dim): its own, or, while a reembed to this model is
-    under way, the one the reembed writes. Raises on any other model."""
-    have, prop = (row[0], int(row[1])), row[2] or cypher_moves.PROPS[0]
-    if have == (model, dim):
-        return prop
-    if row[3] is not None and (row[3], int(row[4] or 0)) == (model, dim):
-        return cypher_moves.other(prop)
-    raise _mismatch(namespace, have, (model, dim))
-
-
-async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> str:
-    """Create the indexes (before any MERGE: cypher_schema.SCHEMA), record the namespace's model
-    (first writer wins), refuse another model; the chunk property this model's vectors go
-    to. The record is read on every call (a reembed switches it); the indexes are created
-    once per process, namespace and property."""
-    graph = store.graph(namespace)
-    rows = []
-    if namespace in store.prepared:  # recorded already: a read, which runs beside writes
-        rows = await run(graph, cypher_moves.READ_META, read_only=True)
-    else:
-        await create_indexes(graph, namespace, [(q, None) for q in cypher_schema.SCHEMA])
-        # here, not at the top: shared/migrate.py reads the store through this module
-        from zapomni.shared.migrate import migrate_namespace
-        await migrate_namespace(store, namespace)
-    if not rows:
-        rows = await run(graph, cypher_schema.CLAIM_MODEL, {"model": model, "dim": dim,
-                                                     "now": time.time()})
-    prop = vector_prop(namespace, rows[0], model, dim)
-    if store.prepared.get(namespace) == (model, dim, prop):
-        return prop
-    s = store.settings
-    hnsw = {"dim": dim, "m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
-            "ef_runtime": s.hnsw_ef_runtime}
-    await create_indexes(graph, namespace, [(cypher_moves.VECTOR_INDEX[prop], hnsw)])
-    store.prepared[namespace] = (model, dim, prop)
-    return prop
-
-
-async def create_indexes(graph: Graph, namespace: str,
-                         queries: list[tuple[str, dict[str, Any] | None]]) -> None:
-    """Create each index; one that exists already is fine."""
-    for query, params in queries:
-        try:
-            await graph.query(query, params)
-        except redis.exceptions.ResponseError as exc:
-            if "already indexed" not in str(exc):
-                raise StoreError(f"could not create an index in namespace '{namespace}'") \
-                    from exc
 
 
 class SearchState(NamedTuple):
@@ -292,6 +241,6 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
         return SearchState("", "", 0, 0)
     model_had, dim_had, prop, stamp, chunks, threads, versions = rows[0]
     if (model_had, int(dim_had)) != (model, dim):
-        raise _mismatch(namespace, (model_had, int(dim_had)), (model, dim))
+        raise model_mismatch(namespace, (model_had, int(dim_had)), (model, dim))
     return SearchState(prop or cypher_moves.PROPS[0], str(stamp or ""),
                        int(chunks), int(threads), bool(versions))

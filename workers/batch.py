@@ -28,7 +28,7 @@ from zapomni.shared import metrics, replication, tasks
 from zapomni.shared.adds import seal_batch
 from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.graphstore import prepare_namespace
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import BatchJob, ChunkSpan, IngestJob
 from zapomni.shared.queue import INGEST_BATCH
 from zapomni.workers.graph import follow_with_graph

@@ -27,7 +27,7 @@ import time
 from zapomni.shared import metrics, replication, tasks
 from zapomni.shared.chunking import code_language
 from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.graphstore import prepare_namespace
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
 from zapomni.shared.queue import EMBED_PART, enqueue_part
 from zapomni.workers.graph import follow_ingest

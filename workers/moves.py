@@ -25,9 +25,9 @@ from zapomni.shared import tasks
 from zapomni.shared.chunking import Lines, metadata_language
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected
-from zapomni.shared.graphstore import prepare_namespace
 from zapomni.shared.graphstore import run as run_query
 from zapomni.shared.ids import chunk_id
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.export import ExportedMemory
 from zapomni.shared.protocol.jobs import ChunkSpan, ImportJob
 from zapomni.shared.queue import IMPORT

@@ -30,7 +30,8 @@ import redis.exceptions
 from zapomni.shared import tasks
 from zapomni.shared.embed import to_params
 from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.graphstore import prepare_namespace, run
+from zapomni.shared.graphstore import run
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ReembedJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue

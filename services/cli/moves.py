@@ -15,8 +15,11 @@ from typing import Any
 import redis.exceptions
 
 from zapomni.services.cli.export import export_namespace, open_output
+from zapomni.services.cli.reembed import reembed_namespace
 from zapomni.services.cli.restore import import_file
 from zapomni.shared.errors import ZapomniError
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import SCHEMA_VERSION, migrate_store
 from zapomni.shared.protocol.base import NAMESPACE_PATTERN
 from zapomni.shared.settings import Settings, without_password
 
@@ -120,8 +123,6 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_reembed(args: argparse.Namespace) -> int:
-    from zapomni.services.cli.reembed import reembed_namespace
-
     async def work() -> int:
         check_namespace(args.namespace)
         record = await reembed_namespace(Settings.from_env(), args.namespace,
@@ -135,9 +136,6 @@ def run_reembed(args: argparse.Namespace) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    from zapomni.shared.graphstore import GraphStore
-    from zapomni.shared.migrate import SCHEMA_VERSION, migrate_store
-
     async def work() -> int:
         store = GraphStore(Settings.from_env(), max_connections=2)
         try:

@@ -1,6 +1,6 @@
 """What every tool tells a client before it is called: its behaviour hints and the JSON schema
 of its answer. A tool is registered with ``@mcp.tool(**tool_spec(READ, SearchResponse))``:
-one of the four hint sets below, and the Struct(s) its answer is the ``msgspec.to_builtins``
+one of the hint sets below, and the Struct(s) its answer is the ``msgspec.to_builtins``
 of (several: the answer is one of them). tests/integration/test_mcp_conventions.py fails for
 a tool registered without both, and validates every tool's real answers against its schema.
 

@@ -2,20 +2,16 @@
 
 Errors: arguments the signatures refuse are worded by services/mcp/arguments.py; a
 ZapomniError becomes a ToolError with its short message (retryable ones say so); anything
-else is masked by fastmcp (``mask_error_details``) and logged here.
+else is masked by fastmcp (``mask_error_details``) and logged (services/mcp/calls.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import TokenVerifier
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
@@ -23,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.arguments import ArgumentErrors
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import (
     ADD,
     DESTRUCTIVE,
@@ -40,9 +37,9 @@ from zapomni.services.mcp.tools_context import add_context_tools
 from zapomni.services.mcp.tools_files import add_files_tools
 from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
 from zapomni.services.mcp.tools_moves import add_moves_tools
-from zapomni.shared import metrics
+from zapomni.services.mcp.tools_update import add_update_tools
 from zapomni.shared.entities import ENTITY_TYPES
-from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
+from zapomni.shared.errors import InvalidInput
 from zapomni.shared.protocol.answers import (
     EntityDetail,
     EntityList,
@@ -74,44 +71,11 @@ from zapomni.shared.validation import (
     decode_search,
 )
 
-log = logging.getLogger(__name__)
-
 INSTRUCTIONS = """Zapomni is a long-term memory. add_memory stores text (it is chunked, embedded
 and indexed in the background: poll graph_status(task_id) until state is "done");
 search_memory finds the passages that answer a question. Named things (people, places,
 organisations...) are extracted into a knowledge graph: search_entities and get_entity read
 it, build_graph (re)builds it. Namespaces keep memories apart."""
-
-
-OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
-            (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))
-
-
-@contextlib.contextmanager
-def tool_call(tool: str) -> Iterator[None]:
-    """Count and time one tool call; ZapomniErrors become ToolErrors with their message."""
-    started = time.perf_counter()
-    outcome = "ok"
-    try:
-        yield
-    except ZapomniError as exc:
-        outcome = next(name for kind, name in OUTCOMES if isinstance(exc, kind))
-        if outcome in ("overloaded", "unavailable"):
-            if tool.startswith("add_"):
-                metrics.REFUSALS.labels(outcome).inc()
-            raise ToolError(f"temporarily unavailable: {exc.message}") from None
-        raise ToolError(exc.message) from None
-    except Exception:
-        outcome = "internal"
-        log.exception("tool %s failed", tool)
-        raise
-    finally:
-        metrics.TOOL_CALLS.labels(tool, outcome).inc()
-        metrics.TOOL_SECONDS.labels(tool).observe(time.perf_counter() - started)
-
-
-def plain(value: Any) -> Any:
-    return msgspec.to_builtins(value)
 
 
 def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
@@ -133,7 +97,6 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
                   middleware=[ScopeCheck(live, auth=verifier is not None), ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
-    from zapomni.services.mcp.tools_update import add_update_tools  # it imports this module
     add_update_tools(mcp, live)
     add_lifecycle_tools(mcp, live)
     add_moves_tools(mcp, live)
@@ -179,9 +142,10 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
 
     @mcp.tool(**tool_spec(READ, TaskStatus))
     async def graph_status(task_id: str) -> dict[str, Any]:
-        """State of any task (ingest, delete, graph or files): queued, running, done, failed
-        or cancelled, with progress (ingest: parts; graph: chunks read; files: files done of
-        found, and "files": added, unchanged, replaced, skipped with reasons), timings, the
+        """State of any task (ingest, delete, update, graph, files, import or reembed): queued,
+        running, done, failed or cancelled, with progress (ingest: parts; graph: chunks read;
+        reembed: chunks re-embedded; import: batches written; files: files done of found,
+        and "files": added, unchanged, replaced, skipped with reasons), timings, the
         worker and the error if it failed. Graph tasks add chunks/s, eta_seconds and the
         entities and relations created; ingest tasks name the graph_task_id that extracts
         their entities, say "chunking: N%" while a large text is chunked, and once its

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.conversation import decode_context, decode_history
@@ -15,9 +16,6 @@ from zapomni.shared.protocol.answers import Context, History
 
 
 def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    # here, not at the top: services/mcp/server.py imports this module to register the tools
-    from zapomni.services.mcp.server import plain, tool_call
-
     @mcp.tool(**tool_spec(READ, History))
     async def get_history(thread: str, namespace: str | None = None, limit: int = 16,
                           before: str | None = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
@@ -41,8 +42,6 @@ async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
 
 
 def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    from zapomni.services.mcp.server import plain, tool_call  # server.py imports this module
-
     @mcp.tool(**tool_spec(DESTRUCTIVE, TaskReceipt))
     async def ingest_path(path: str, namespace: str | None = None,
                           include: list[str] | None = None,

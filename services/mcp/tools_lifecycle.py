@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.errors import InvalidInput
@@ -27,9 +28,6 @@ def decode_listing(namespace: Any, filters: Any, limit: Any, cursor: Any,
 
 
 def add_lifecycle_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    # server.py imports this module to register it: its helpers are read once it is loaded
-    from zapomni.services.mcp.server import plain, tool_call
-
     @mcp.tool(**tool_spec(READ, MemoryPage))
     async def list_memories(namespace: str | None = None,
                             filters: dict[str, Any] | None = None, limit: int = 50,

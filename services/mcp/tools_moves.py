@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import ADD, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
@@ -27,9 +28,6 @@ async def start_reembed(front: Front, namespace: str) -> TaskReceipt:
 
 
 def add_moves_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    # server.py imports this module to register it: its helpers are read once it is loaded
-    from zapomni.services.mcp.server import plain, tool_call
-
     @mcp.tool(**tool_spec(ADD, TaskReceipt))  # the texts stay; only their vectors are replaced
     async def reembed(namespace: str | None = None) -> dict[str, Any]:
         """Re-embed every chunk of a namespace with the embedding model the workers run now

@@ -7,9 +7,9 @@ from typing import Any
 from fastmcp import FastMCP
 
 from zapomni.services.mcp import update
+from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front
-from zapomni.services.mcp.server import plain, tool_call
 from zapomni.shared.protocol.api import UpdateReceipt
 from zapomni.shared.validation import decode_update
 

@@ -44,7 +44,7 @@ def say(message: str) -> None:
 def _die_with_parent() -> None:
     """In the child: get SIGTERM if the supervisor dies, even by SIGKILL (Linux)."""
     try:
-        import ctypes
+        import ctypes  # Linux only, and only in a child process: loaded where it is used
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:

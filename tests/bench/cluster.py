@@ -38,7 +38,8 @@ from zapomni.services.query.search import search_memory
 from zapomni.shared import replication
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import ZapomniError
-from zapomni.shared.graphstore import GraphStore, graph_name, prepare_namespace, run
+from zapomni.shared.graphstore import GraphStore, graph_name, run
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search

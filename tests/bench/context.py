@@ -58,8 +58,9 @@ from zapomni.services.query.context import CURRENT, MEMORIES, context_memory, me
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.conversation import TokenCounter
 from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.graphstore import GraphStore, indexes_building
 from zapomni.shared.ids import memory_id
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.answers import Context, SearchResponse
 from zapomni.shared.protocol.api import ContextRequest, SearchRequest
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob

@@ -58,7 +58,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed import to_params
-from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.graphstore import GraphStore, indexes_building
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory
 

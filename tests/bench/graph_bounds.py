@@ -39,8 +39,9 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
-from zapomni.shared.graphstore import GraphStore, prepare_namespace, run
+from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.ids import memory_id
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import BuildGraph
 from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.settings import Settings

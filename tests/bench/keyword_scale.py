@@ -55,7 +55,8 @@ from zapomni.services.query import postings as postings_cache
 from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
 from zapomni.shared import vector_cache
 from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.graphstore import GraphStore, indexes_building
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search

@@ -44,7 +44,8 @@ from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.search import search_memory
 from zapomni.shared import access
 from zapomni.shared.embed import make_embedder
-from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings

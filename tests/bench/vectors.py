@@ -46,7 +46,8 @@ from tests.support.vectors import (
 )
 from zapomni.shared.embed import to_params
 from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building, prepare_namespace
+from zapomni.shared.graphstore import GraphStore, indexes_building
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.store import link_chunks, mark_ready, write_chunks, write_memory

@@ -31,7 +31,8 @@ import numpy as np
 from tests.support.servers import falkordb_process
 from tests.support.vectors import REAL, corpus
 from zapomni.shared.embed import ListLiteral, to_params
-from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.workers.store import mark_ready, write_chunks, write_memory

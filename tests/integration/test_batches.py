@@ -15,7 +15,8 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import capacity, tasks
 from zapomni.shared.errors import Overloaded
-from zapomni.shared.graphstore import GraphStore, prepare_namespace, run
+from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.validation import decode_add_memory

@@ -14,7 +14,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.shared import capacity
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import Overloaded
-from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.jobs import IngestJob
 from zapomni.shared.validation import decode_add_memory, decode_search

@@ -21,7 +21,8 @@ from zapomni.services.mcp.front import Front
 from zapomni.shared import tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.errors import Unavailable
-from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import DELETE, INGEST_BATCH, connect_queue, serialize

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 from fastmcp.exceptions import ToolError
 
-from zapomni.services.mcp.server import tool_call
+from zapomni.services.mcp.calls import tool_call
 from zapomni.shared.errors import Overloaded
 from zapomni.shared.graphstore import GraphStore, read_timeout_ms, run
 from zapomni.shared.settings import Settings

@@ -10,7 +10,8 @@ import time
 from tests.integration.test_expiry import sweep_once
 from tests.support.graph import query
 from zapomni.shared import tasks
-from zapomni.shared.graphstore import GraphStore, prepare_namespace
+from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.workers import sweep
 

@@ -1,0 +1,50 @@
+"""What every tool does around its work: the call counted and timed, a ZapomniError turned
+into a ToolError with its short message (retryable ones say so; anything else is masked by
+fastmcp and logged here), and the answer turned into builtins. The tool modules import it;
+it imports none of them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+from fastmcp.exceptions import ToolError
+
+from zapomni.shared import metrics
+from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
+            (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))
+
+
+@contextlib.contextmanager
+def tool_call(tool: str) -> Iterator[None]:
+    """Count and time one tool call; ZapomniErrors become ToolErrors with their message."""
+    started = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield
+    except ZapomniError as exc:
+        outcome = next(name for kind, name in OUTCOMES if isinstance(exc, kind))
+        if outcome in ("overloaded", "unavailable"):
+            if tool.startswith("add_"):
+                metrics.REFUSALS.labels(outcome).inc()
+            raise ToolError(f"temporarily unavailable: {exc.message}") from None
+        raise ToolError(exc.message) from None
+    except Exception:
+        outcome = "internal"
+        log.exception("tool %s failed", tool)
+        raise
+    finally:
+        metrics.TOOL_CALLS.labels(tool, outcome).inc()
+        metrics.TOOL_SECONDS.labels(tool).observe(time.perf_counter() - started)
+
+
+def plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
