@@ -20,7 +20,7 @@ from typing import Any
 from zapomni.shared import access, metrics
 from zapomni.shared.graphstore import namespace_exists, run
 from zapomni.shared.store import cypher_memories
-from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.resources import Resources, hook_for_tests, resources
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ async def fold_access(ctx: dict) -> str:
         if not entries:
             break
         await fold_events(res, entries)
-        await checkpoint(res, "access_folded", entries)  # tests: a fold that dies here
+        await hook_for_tests(res, "access_folded", entries)  # tests: a fold that dies here
         await res.redis.xtrim(access.STREAM, minid=access.after(entries[-1][0]),
                               approximate=False)
         folded += len(entries)

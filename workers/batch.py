@@ -34,7 +34,7 @@ from zapomni.shared.queue import INGEST_BATCH
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.ingest import ingest_one, left_behind
 from zapomni.workers.outcome import read_job, tasks_outcome, this_attempt
-from zapomni.workers.resources import Resources, checkpoint, resources
+from zapomni.workers.resources import Resources, hook_for_tests, resources
 from zapomni.workers.store import (
     mark_all_ready,
     supersede,
@@ -92,7 +92,7 @@ async def start(res: Resources, ctx: dict, jobs: list[IngestJob]) -> list[Ingest
     going = []
     for job, start_ in zip(jobs, moved, strict=True):
         if start_.ok:
-            await checkpoint(res, "owned", job)
+            await hook_for_tests(res, "owned", job)
             going.append(job)
         else:
             await left_behind(res, job, start_.before)
@@ -140,7 +140,7 @@ async def embed(res: Resources, texts: list[str], dim: int) -> np.ndarray:
 async def keep_owned(res: Resources, kept: Members, point: str) -> Members:
     """After a write: the memories still their task's; the others are undone."""
     for job, _ in kept:
-        await checkpoint(res, point, job)
+        await hook_for_tests(res, point, job)
     owners = await tasks.owners(res.redis, kept[0][0].namespace if kept else "",
                                 [job.memory_id for job, _ in kept])
     going = []
@@ -160,7 +160,7 @@ async def finish(res: Resources, batch: BatchJob, kept: Members,
     graph = res.store.graph(batch.namespace)
     with metrics.STAGE_SECONDS.labels("finish").time():
         for job, _ in kept:
-            await checkpoint(res, "finishing", job)
+            await hook_for_tests(res, "finishing", job)
         ready = await mark_all_ready(graph, [job for job, _ in kept])
         kept = await missing_nodes(res, kept, ready)
         for job, _ in kept:

@@ -13,7 +13,7 @@ from zapomni.shared import replication, tasks
 from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.queue import DELETE
 from zapomni.workers.outcome import JobRun, task_job
-from zapomni.workers.resources import Resources, checkpoint
+from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import delete_memory_graph
 
 
@@ -22,7 +22,7 @@ async def delete_memory(res: Resources, run: JobRun, job: DeleteJob) -> str:
     since = await replication.mark(res.store, job.namespace)
     memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),
                                                  job.memory_id)
-    await checkpoint(res, "deleted", job)
+    await hook_for_tests(res, "deleted", job)
     await replication.confirm(res.store, job.namespace, since)
     await tasks.end_and_release(res.redis, job.task_id, "done", ttl=res.task_ttl, done=1,
                                 total=1, finished_at=time.time(),

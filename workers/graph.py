@@ -33,7 +33,7 @@ from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.shared.store import cypher_graph
 from zapomni.workers.outcome import JobRun, task_job
-from zapomni.workers.resources import Resources, checkpoint
+from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str
         after = await read_batch(res, graph, job, rows)
         read += 1
         # tests act here (a cancel after the k-th batch): the job, with the last chunk read
-        await checkpoint(res, "graph_batch", msgspec.structs.replace(job, after=after))
+        await hook_for_tests(res, "graph_batch", msgspec.structs.replace(job, after=after))
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl, progress=False)
     if done >= job.parts:

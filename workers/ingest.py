@@ -32,7 +32,7 @@ from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
 from zapomni.shared.queue import EMBED_PART, enqueue_part
 from zapomni.workers.graph import follow_ingest
 from zapomni.workers.outcome import JobRun, run_task, task_job
-from zapomni.workers.resources import Resources, checkpoint
+from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import (
     link_chunks,
     mark_landing,
@@ -64,7 +64,7 @@ async def ingest_one(ctx: dict, job: IngestJob) -> str:
 
 
 async def write_one(res: Resources, run: JobRun, job: IngestJob) -> str:
-    await checkpoint(res, "owned", job)
+    await hook_for_tests(res, "owned", job)
     chunks = await chunk_text(res, job)
     parts = split_parts(chunks, res.settings.part_chunks)
     await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
@@ -117,7 +117,7 @@ async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
 
 @task_job(EMBED_PART, PartJob, owning=True, ended=left_behind)
 async def embed_part(res: Resources, run: JobRun, job: PartJob) -> str:
-    await checkpoint(res, "owned", job)
+    await hook_for_tests(res, "owned", job)
     return await embed_and_write(res, run, job, await replication.mark(res.store, job.namespace))
 
 
@@ -165,7 +165,7 @@ async def finish_memory(res: Resources, run: JobRun, job: PartJob,
     graph = res.store.graph(job.namespace)
     with metrics.STAGE_SECONDS.labels("finish").time():
         await link_chunks(graph, job.memory_id, job.chunk_count)
-        await checkpoint(res, "finishing", job)
+        await hook_for_tests(res, "finishing", job)
         if not await mark_ready(graph, job.memory_id, job.task_id):
             if await tasks.owner_task(res.redis, job.namespace, job.memory_id) != job.task_id:
                 return await give_up(res, run, job)
@@ -194,7 +194,7 @@ async def give_up(res: Resources, run: JobRun, job: IngestJob | PartJob) -> str:
 async def still_owned(res: Resources, run: JobRun, job: IngestJob | PartJob,
                       point: str) -> bool:
     """After a write: is the memory still this task's? If not, undo and say so."""
-    await checkpoint(res, point, job)
+    await hook_for_tests(res, point, job)
     if await tasks.owner_task(res.redis, job.namespace, job.memory_id) == job.task_id:
         return True
     await give_up(res, run, job)

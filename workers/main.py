@@ -10,8 +10,6 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from arq.cron import cron
 from arq.worker import Worker, func
@@ -45,7 +43,13 @@ from zapomni.workers.ingest import embed_part
 from zapomni.workers.lease import job_started, start_leases
 from zapomni.workers.moves import import_batch
 from zapomni.workers.reembed import reembed_chunks
-from zapomni.workers.resources import close_models, close_resources, open_resources, resources
+from zapomni.workers.resources import (
+    TestHook,
+    close_models,
+    close_resources,
+    open_resources,
+    resources,
+)
 from zapomni.workers.sweep import SWEEP, sweep_memories
 from zapomni.workers.update import update_memory
 
@@ -53,9 +57,9 @@ log = logging.getLogger(__name__)
 
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
-                checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> Worker:
+                test_hook: TestHook | None = None) -> Worker:
     """The arq Worker with every setting chosen on purpose (docs/configuration.md, "Queue and
-    jobs"). ``checkpoint``: tests only (workers/resources.py)."""
+    jobs"). ``test_hook``: tests only (workers/resources.TestHook)."""
     worker = ZapomniWorker(
         functions=[
             func(ingest_batch, name=INGEST_BATCH),
@@ -77,7 +81,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         queue_name=settings.queue_name,
         job_serializer=serialize,
         job_deserializer=deserialize,
-        on_startup=functools.partial(startup, settings=settings, checkpoint=checkpoint),
+        on_startup=functools.partial(startup, settings=settings, test_hook=test_hook),
         on_shutdown=close_resources,
         on_job_start=job_started,
         after_job_end=release_job,
@@ -98,8 +102,8 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
 
 
 async def startup(ctx: dict, settings: Settings,
-                  checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
-    await open_resources(ctx, settings, checkpoint)
+                  test_hook: TestHook | None = None) -> None:
+    await open_resources(ctx, settings, test_hook)
     start_leases(resources(ctx))
 
 

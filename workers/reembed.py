@@ -37,7 +37,7 @@ from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue
 from zapomni.shared.store import cypher_moves
 from zapomni.workers.outcome import JobRun, task_job
-from zapomni.workers.resources import Resources, checkpoint
+from zapomni.workers.resources import Resources, hook_for_tests
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float
         if not moved.ok:  # cancelled (or failed) meanwhile
             await abandon(res, job)
             return "ended"
-        await checkpoint(res, "reembed_batch", job)
+        await hook_for_tests(res, "reembed_batch", job)
     await enqueue(res.redis, res.settings, REEMBED,
                   ReembedJob(task_id=job.task_id, namespace=job.namespace, after=after,
                              seq=job.seq + 1), f"{job.task_id}:step:{job.seq + 1}")

@@ -25,6 +25,11 @@ from zapomni.workers.extract import EntityModel
 
 log = logging.getLogger(__name__)
 
+# The one test hook of the product code: a test gives make_worker(test_hook=...) a coroutine
+# function, awaited with (point, job) at named points of the jobs (``hook_for_tests``), to
+# force a race at its exact moment (a delete between two writes, a crash after a batch)
+TestHook = Callable[[str, Any], Awaitable[None]]
+
 
 @dataclass
 class Resources:
@@ -37,9 +42,7 @@ class Resources:
     heartbeat: asyncio.Task | None = None
     leases: asyncio.Task | None = None
     running: set[str] = field(default_factory=set)  # arq job ids this worker runs now
-    # tests only: awaited at named points of a job (workers/ingest.py), to force a race at
-    # its exact moment; None in every process that serves
-    checkpoint: Callable[[str, Any], Awaitable[None]] | None = None
+    test_hook: TestHook | None = None  # None in every process that serves
 
     @property
     def task_ttl(self) -> int:
@@ -89,15 +92,14 @@ def resources(ctx: dict) -> Resources:
     return ctx["res"]
 
 
-async def checkpoint(res: Resources, point: str, job: Any) -> None:
-    """Let a test act at this point of a job (see Resources.checkpoint)."""
-    if res.checkpoint is not None:
-        await res.checkpoint(point, job)
+async def hook_for_tests(res: Resources, point: str, job: Any) -> None:
+    """Let a test act at this point of a job (see TestHook)."""
+    if res.test_hook is not None:
+        await res.test_hook(point, job)
 
 
 async def open_resources(ctx: dict, settings: Settings,
-                         checkpoint: Callable[[str, Any], Awaitable[None]] | None = None
-                         ) -> None:
+                         test_hook: TestHook | None = None) -> None:
     embedder = make_embedder(settings)
     if settings.embed_cache_days:
         embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400,
@@ -108,7 +110,7 @@ async def open_resources(ctx: dict, settings: Settings,
         store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
         embedder=embedder,
         chunker=chunker_for(settings),
-        checkpoint=checkpoint,
+        test_hook=test_hook,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res

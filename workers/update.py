@@ -20,7 +20,7 @@ from zapomni.shared.queue import UPDATE
 from zapomni.shared.store import cypher_memories
 from zapomni.workers import store
 from zapomni.workers.outcome import JobRun, task_job
-from zapomni.workers.resources import Resources, checkpoint
+from zapomni.workers.resources import Resources, hook_for_tests
 
 
 async def lost(res: Resources, job: UpdateJob, before: str) -> None:
@@ -33,10 +33,10 @@ async def lost(res: Resources, job: UpdateJob, before: str) -> None:
 
 @task_job(UPDATE, UpdateJob, owning=True, ended=lost)
 async def update_memory(res: Resources, run: JobRun, job: UpdateJob) -> str:
-    await checkpoint(res, "update_owned", job)
+    await hook_for_tests(res, "update_owned", job)
     since = await replication.mark(res.store, job.namespace)
     updated = await write_metadata(res.store.graph(job.namespace), job)
-    await checkpoint(res, "updated", job)
+    await hook_for_tests(res, "updated", job)
     await replication.confirm(res.store, job.namespace, since)
     if updated:
         ended = await tasks.end_and_release(

@@ -30,15 +30,13 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str = "",
-                            wait: bool = True, show: bool = True, token: str = "",
-                            server: Any = None) -> dict[str, Any]:
+                            wait: bool = True, show: bool = True, token: str = ""
+                            ) -> dict[str, Any]:
     """Start the task; with ``wait``, follow it to its end. The task's last status.
     ``token``: the front's bearer token (default ZAPOMNI_MCP_TOKEN); a scoped one is
-    checked as any caller's. ``server``: a FastMCP server to call in-process instead of the
-    front's URL (tests)."""
+    checked as any caller's."""
     url = front_url(settings, mcp_url)
-    client = Client(server or url,
-                    auth=None if server else token or settings.mcp_token or None)
+    client = Client(url, auth=token or settings.mcp_token or None)
     try:
         async with client:
             receipt = await call(client, "reembed", namespace=namespace)

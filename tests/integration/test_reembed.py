@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fastmcp import Client
 from redis.asyncio import Redis
 
 from tests.integration.test_moves import TEXTS, base_settings, fill, results
 from tests.support.graph import query
+from tests.support.servers import ThreadedServer
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.services.cli.reembed import reembed_namespace
-from zapomni.services.mcp.server import build_server
+from zapomni.services.mcp.http import http_app
 from zapomni.services.query.search import search_memory
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.errors import EmbeddingRejected
@@ -60,11 +62,13 @@ async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, f
             if len(seen) == 2:  # an add meanwhile, by a worker of the new model
                 await add_text(new, ADDED)
 
-    cli = asyncio.create_task(reembed_namespace(old, "default", server=build_server(old),
-                                                show=False))
-    await eventually(lambda: aredis.zcard(old.queue_name), lambda n: n > 0, "the reembed job")
-    await run_workers(new, checkpoint=during)
-    status = await cli
+    with ThreadedServer(http_app(old)) as front:
+        cli = asyncio.create_task(reembed_namespace(old, "default", mcp_url=front.url + "/mcp",
+                                                    show=False))
+        await eventually(lambda: aredis.zcard(old.queue_name), lambda n: n > 0,
+                         "the reembed job")
+        await run_workers(new, checkpoint=during)
+        status = await cli
 
     assert status["state"] == "done", status
     assert status["kind"] == "reembed" and status["progress"]["done"] >= chunks
@@ -91,17 +95,17 @@ async def test_a_cancelled_reembed_keeps_the_old_model(falkordb_url, fake_ollama
     await fill(old)
     before = await results(old, "default")
     new = base_settings(falkordb_url, ollama_url=fake_ollama.url, reembed_batch=3)
-    server = build_server(old)
-    status = await reembed_namespace(old, "default", server=server, wait=False, show=False)
+    front = ThreadedServer(http_app(old))
+    with front:
+        status = await reembed_namespace(old, "default", mcp_url=front.url + "/mcp",
+                                         wait=False, show=False)
 
-    async def cancel(point: str, job) -> None:
-        if point == "reembed_batch":
-            from fastmcp import Client
+        async def cancel(point: str, job) -> None:
+            if point == "reembed_batch":
+                async with Client(front.url + "/mcp") as client:
+                    await client.call_tool("cancel_task", {"task_id": status["task_id"]})
 
-            async with Client(server) as client:
-                await client.call_tool("cancel_task", {"task_id": status["task_id"]})
-
-    await run_workers(new, checkpoint=cancel)
+        await run_workers(new, checkpoint=cancel)
     record = await aredis.hgetall(f"zapomni:task:{status['task_id']}")
     assert record[b"state"] == b"cancelled"
     assert await query(old, META) == [["onnx:all-MiniLM-L6-v2-int8", 384, "embedding", None]]

@@ -35,7 +35,7 @@ async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0
     """``count`` burst workers until the queue is empty (or, with ``max_jobs`` >= 0, until
     each has started that many jobs); fail after ``timeout`` seconds. ``checkpoint``:
     awaited at named points of each job (workers/resources.py), to act at an exact moment."""
-    workers = [make_worker(settings, burst=True, handle_signals=False, checkpoint=checkpoint)
+    workers = [make_worker(settings, burst=True, handle_signals=False, test_hook=checkpoint)
                for _ in range(count)]
     for worker in workers:
         worker.max_burst_jobs = max_jobs  # arq's own stop after N jobs in burst mode
