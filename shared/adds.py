@@ -32,12 +32,12 @@ from arq.constants import job_key_prefix
 from zapomni.shared import capacity, tasks
 from zapomni.shared.arq_internals import ENQUEUE, queued_job
 from zapomni.shared.ids import memory_id, new_task_id
+from zapomni.shared.metadata import metadata_digest
 from zapomni.shared.protocol.api import AddMemory
 from zapomni.shared.protocol.jobs import BatchJob, IngestJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import INGEST_BATCH, deserialize, serialize
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import metadata_digest
 
 # A batch gathers members up to this many payload bytes: ~8,000 tokens of text, the embedding
 # work of one fanned-out part (ZAPOMNI_PART_CHUNKS 32 chunks of up to 256 tokens), so a batch

@@ -16,6 +16,14 @@ Messages are written for the person reading them: short, no paths, no stack trac
 there is something to do, they say it.
 """
 
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
 
 class ZapomniError(Exception):
     """Base of every error Zapomni raises on purpose."""
@@ -73,3 +81,12 @@ ERROR_KINDS: dict[str, type[ZapomniError]] = {
         StoreError,
     )
 }
+
+
+def shown(name: Any) -> str:
+    """A caller's key for an error message: plain words as they are, anything else quoted
+    with escapes (one line, at most 40 characters of it)."""
+    name = str(name)
+    if PLAIN_NAME.fullmatch(name):
+        return name
+    return json.dumps(name[:40]) + ("..." if len(name) > 40 else "")

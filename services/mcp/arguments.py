@@ -18,7 +18,8 @@ from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticError
 
 from zapomni.shared import metrics
-from zapomni.shared.validation import json_kind, shown
+from zapomni.shared.errors import shown
+from zapomni.shared.validation import json_kind
 
 # pydantic's error types -> what the argument should have been
 EXPECTED = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",

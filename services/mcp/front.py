@@ -16,6 +16,7 @@ from zapomni.services.mcp.forward import QueryClient
 from zapomni.shared import adds, capacity, deletes, metrics, policy, tasks
 from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
 from zapomni.shared.ids import new_task_id
+from zapomni.shared.metadata import metadata_digest
 from zapomni.shared.protocol.answers import MemoryRecord, PartsDone, Refused
 from zapomni.shared.protocol.api import (
     AddMemory,
@@ -29,7 +30,6 @@ from zapomni.shared.protocol.jobs import GraphJob, IngestJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import metadata_digest
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"

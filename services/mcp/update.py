@@ -31,14 +31,14 @@ from typing import Any
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front, redis_call
 from zapomni.shared import tasks
-from zapomni.shared.errors import InvalidInput, Unavailable
+from zapomni.shared.errors import InvalidInput, Unavailable, shown
 from zapomni.shared.ids import memory_id, new_task_id
+from zapomni.shared.metadata import memory_metadata, metadata_digest
 from zapomni.shared.protocol.answers import MemoryRecord, Refused
 from zapomni.shared.protocol.api import AddMemory, MemoryRef, UpdateMemory, UpdateReceipt
 from zapomni.shared.protocol.jobs import UpdateJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import enqueue_update
-from zapomni.shared.validation import memory_metadata, metadata_digest, shown
 
 BUSY = {"ingest": "written", "delete": "deleted", "update": "updated"}
 

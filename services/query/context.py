@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from zapomni.services.query.rank import AccessLog
-from zapomni.services.query.search import iso_time, search_memory
+from zapomni.services.query.search import search_memory
 from zapomni.shared.conversation import TokenCounter, encode_cursor
 from zapomni.shared.embed import Embedder
 from zapomni.shared.errors import InvalidInput
@@ -39,6 +39,7 @@ from zapomni.shared.protocol.answers import (
 from zapomni.shared.protocol.api import ContextRequest, HistoryRequest, SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_lists, cypher_search
+from zapomni.shared.times import iso_time
 
 _decode_json = msgspec.json.Decoder().decode
 # how the memories of a context are ranked (search's rank). "memory" (relevance blended with

@@ -7,7 +7,7 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
-from zapomni.services.query.search import ingesting, iso_time
+from zapomni.services.query.hits import ingesting
 from zapomni.services.query.versions import read_versions
 from zapomni.shared import heartbeat, tasks
 from zapomni.shared.errors import NotFound
@@ -16,6 +16,7 @@ from zapomni.shared.protocol.answers import MemoryRecord, Stats
 from zapomni.shared.protocol.api import MemoryRef, StatsRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_graph, cypher_schema, cypher_search
+from zapomni.shared.times import iso_time
 
 _decode_json = msgspec.json.Decoder().decode
 

@@ -1,4 +1,5 @@
-"""The read path's search: gather candidates from each signal, fuse, filter, fold, shape.
+"""The read path's search: gather candidates from each signal, fuse, filter, fold (then
+services/query/hits.py shapes them).
 
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
 leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25), ``graph``
@@ -20,7 +21,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from redis.asyncio import Redis
 
-from zapomni.services.query.entities import Named, graph_signal, named_in, passage_entities
+from zapomni.services.query.entities import Named, graph_signal, named_in
 from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
@@ -28,14 +29,14 @@ from zapomni.services.query.fusion import (
     collapse,
     fuse_ranks,
     fuse_scores,
-    share_page,
     single,
 )
+from zapomni.services.query.hits import shape_results, why_empty
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
 from zapomni.services.query.postings import CACHE as POSTINGS
 from zapomni.services.query.postings import choose_pool, pool_rows, term_postings
-from zapomni.services.query.rank import AccessLog, rank_by_memory, rank_pool, read_memories
-from zapomni.services.query.timeline import TOP, asked_order, newer_first, time_prior
+from zapomni.services.query.rank import AccessLog
+from zapomni.services.query.timeline import asked_order, time_prior
 from zapomni.services.query.versions import inherit
 from zapomni.services.query.when import read_time
 from zapomni.shared import metrics, vector_cache
@@ -43,21 +44,15 @@ from zapomni.shared.embed import Embedder, to_params
 from zapomni.shared.falkordb_internals import number_list
 from zapomni.shared.graphstore import GraphStore, meta_pair, run, run_cells, search_state
 from zapomni.shared.protocol.answers import (
-    MoreMatch,
-    PartsDone,
-    RankPart,
-    SearchHit,
     SearchResponse,
 )
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_graph, cypher_moves, cypher_search
-from zapomni.shared.times import iso_time
+from zapomni.shared.store import cypher_moves, cypher_search
 from zapomni.shared.vector_cache import VectorCache
 from zapomni.shared.words import count_words
 
 log = logging.getLogger(__name__)
-_decode_json = msgspec.json.Decoder().decode
 MAX_CANDIDATES = 1000
 # a term in more chunks than this share does not choose the pool (it still counts in BM25):
 # measured on 10k chunks, the final top 10 identical for 99.3% of 300 questions, p95 -25%
@@ -147,53 +142,6 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     if access is not None and results:
         access.record(request.namespace, [hit.memory_id for hit in results])
     return msgspec.structs.replace(empty, note=note, results=results)
-
-
-async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: SearchRequest,
-                        settings: Settings, order: str = "") -> list[SearchHit]:
-    """The first ``limit`` candidates (by relevance, or re-scored: rank="memory"; then changed
-    statements newest or oldest first: ``order``, services/query/timeline.py) as hits, with
-    their memories' fields and the entities their passages name. At most
-    ``max_per_memory`` per memory: rank="memory" gives a memory's chunks the same recency,
-    frequency and importance, so its best by relevance stay its best after re-scoring and
-    capping first gives the final order's cap (and a pool of more memories)."""
-    parts: dict[str, dict[str, RankPart]] = {}
-    kept = share_page(kept, settings.max_per_memory)
-    prop = getattr(graph, "vector_prop", "embedding")
-    if request.rank == "memory":
-        pool = rank_pool(kept, request.limit)
-        chunk_ids = [c.row[1] for c in pool]
-        names, lines, fields = await asyncio.gather(
-            passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
-            read_memories(graph, pool))
-        wide = msgspec.structs.replace(request, limit=max(request.limit, TOP))
-        kept, parts = rank_by_memory(pool, fields, wide, settings)
-        kept = (await newer_first(graph, kept, order, prop))[:request.limit]
-    else:
-        kept = (await newer_first(graph, kept, order, prop))[:request.limit]
-        chunk_ids = [c.row[1] for c in kept]
-        names, lines, fields = await asyncio.gather(
-            passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
-            memory_fields(graph, [c.memory_id for c in kept]))
-    return [shape_hit(c, fields[c.memory_id], names.get(c.row[1], []), parts.get(c.row[1], {}),
-                      lines.get(c.row[1], (None, None)))
-            for c in kept if c.memory_id in fields]
-
-
-async def why_empty(graph: AsyncGraph, named: Named | None) -> str:
-    """Graph mode found nothing: say why, so that an empty list is not a mystery."""
-    if named is not None and named.direct:
-        return ("the entities the query names are mentioned in no passage that passes the "
-                "filters, or in too many passages to tell them apart; mode \"hybrid\" also "
-                "searches meaning and words")
-    entities = int((await run(graph, cypher_graph.COUNT_ENTITIES, read_only=True))[0][0] or 0)
-    if not entities:
-        return ("the knowledge graph of this namespace has no entities yet (they are read "
-                "after each ingest, or by build_graph); mode \"hybrid\" searches meaning and "
-                "words")
-    return (f"no entity of the knowledge graph ({entities:,} in this namespace: people, "
-            "places, organisations, works...) is named in the query; mode \"hybrid\" also "
-            "searches meaning and words")
 
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
@@ -347,24 +295,6 @@ def pool_terms(weighted: list[list[Any]], df: dict[str, int], common: float,
     return [t for t in rare if t[0] in chosen]
 
 
-async def memory_fields(graph: AsyncGraph, memory_ids: list[str]) -> dict[str, list[Any]]:
-    """Tags, source, metadata and time of the memories of the kept hits."""
-    if not memory_ids:
-        return {}
-    rows = await run_cells(graph, cypher_search.MEMORY_FIELDS, {"ids": sorted(set(memory_ids))})
-    return {row[0]: row[1:] for row in rows}
-
-
-async def chunk_lines(graph: AsyncGraph, chunk_ids: list[str]
-                      ) -> dict[str, tuple[int | None, int | None]]:
-    """The lines each kept chunk spans (stored at ingest: reading them from the memory's
-    text here would read up to the whole text per hit)."""
-    if not chunk_ids:
-        return {}
-    rows = await run_cells(graph, cypher_search.CHUNK_LINES, {"ids": chunk_ids})
-    return {row[0]: (row[1], row[2]) for row in rows}
-
-
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:
     """The query's vector, from the Redis cache (model + text hash) when it is there."""
     cache = VectorCache("zapomni:qemb", embedder.name, QUERY_CACHE_TTL, QUERY_CACHE_MAX)
@@ -376,37 +306,3 @@ async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray
     vector = (await embedder.embed([text]))[0].astype(np.float32)
     await vector_cache.write(redis, cache, [text], vector[None, :])
     return vector
-
-
-def shape_hit(candidate: Candidate, fields: list[Any], entities: list[str] | None = None,
-              rank_parts: dict[str, RankPart] | None = None,
-              lines: tuple[int | None, int | None] = (None, None)) -> SearchHit:
-    memory_id, chunk_id, text, _, start, end = candidate.row
-    tags, source, metadata, created, occurred, landed = fields[:6]
-    first, last = lines
-    return SearchHit(**ingesting(landed),
-        memory_id=memory_id, chunk_id=chunk_id, text=text, score=candidate.score,
-        char_start=int(start), char_end=int(end), tags=list(tags or []),
-        source=source or "", metadata=_decode_json(metadata or "{}"),
-        created_at=iso_time(created), occurred_at=iso_time(occurred),
-        start_line=to_int(first), end_line=to_int(last),
-        why=candidate.why, also_matched=candidate.also_matched,
-        entities=entities or [], rank_parts=rank_parts or {},
-        outdated_by=candidate.outdated_by or msgspec.UNSET,
-        more=[MoreMatch(chunk_id=c.row[1], char_start=c.span[0], char_end=c.span[1],
-                        score=c.score) for c in candidate.more],
-    )
-
-
-def ingesting(landed: list[int] | None) -> dict[str, Any]:
-    """The fields that say a memory is still being ingested (cypher_search._LANDED: [parts written,
-    parts], null once it is complete): none for a complete one."""
-    if landed is None:
-        return {}
-    return {"status": "ingesting", "parts": PartsDone(done=int(landed[0]),
-                                                      total=int(landed[1]))}
-
-
-def to_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-

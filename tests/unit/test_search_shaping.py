@@ -11,8 +11,9 @@ from zapomni.services.query.fusion import (
     share_page,
     single,
 )
+from zapomni.services.query.hits import shape_hit
 from zapomni.services.query.keyword import terms
-from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms, shape_hit
+from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
 from zapomni.workers.store import meta_pairs as stored_pairs

@@ -4,6 +4,7 @@ import pytest
 
 from zapomni.services.mcp.update import merge_metadata
 from zapomni.shared.errors import InvalidInput
+from zapomni.shared.metadata import memory_fields, metadata_digest
 from zapomni.shared.protocol.api import BuildGraph
 from zapomni.shared.validation import (
     MAX_TEXT_CHARS,
@@ -14,8 +15,6 @@ from zapomni.shared.validation import (
     decode_add_memory,
     decode_search,
     decode_update,
-    memory_fields,
-    metadata_digest,
 )
 
 
