@@ -146,7 +146,7 @@ async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemo
         reply = await _add(redis, settings, memory, record, payload)
     if reply[0] <= 0:
         raise capacity.refusal(settings, reply)
-    owner, kind, state, after, gen, batch = (_text(x) for x in reply[1:7])
+    owner, kind, state, after, gen, batch = (tasks.as_text(x) for x in reply[1:7])
     claim = tasks.Claim(owner, kind, state, after, int(gen), batch)
     if not owner:
         record = msgspec.structs.replace(record, gen=int(gen), after=after, batch=batch)
@@ -171,10 +171,6 @@ async def _add(redis: ArqRedis, settings: Settings, memory: AddMemory, record: T
         settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(), *fields)
 
 
-def _text(value: bytes | str | int) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 async def seal_batch(redis: ArqRedis, batch: BatchJob) -> list[tuple[dict, int, str]]:
     """The members of a batch as its job starts; no add joins it from now on (the next add
     opens the namespace's next batch). Each as (its payload as added, its claim's
@@ -185,9 +181,9 @@ async def seal_batch(redis: ArqRedis, batch: BatchJob) -> list[tuple[dict, int, 
     raw = dict(zip(flat[::2], flat[1::2], strict=True))
     async with redis.pipeline(transaction=False) as pipe:
         for task_id in raw:
-            pipe.hmget(tasks.task_key(_text(task_id)), "gen", "after")
+            pipe.hmget(tasks.task_key(tasks.as_text(task_id)), "gen", "after")
         found = await pipe.execute()
-    members = [(deserialize(payload), int(gen), _text(after or b""))
+    members = [(deserialize(payload), int(gen), tasks.as_text(after or b""))
                for payload, (gen, after) in zip(raw.values(), found, strict=True)
                if gen is not None]
     return sorted(members, key=lambda m: m[1])

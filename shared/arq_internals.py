@@ -3,7 +3,7 @@ exactly in pyproject.toml; tests/unit/test_library_internals.py fails, naming th
 upgrade changes any of these shapes). The worker side is workers/arq_internals.py.
 
 A task and its job are one step: the Redis script that writes a task record (and claims its
-memory: shared/adds.py, shared/tasks.py) enqueues the task's job itself, so that no task is
+memory: shared/adds.py, shared/takeover.py) enqueues the task's job itself, so that no task is
 ever left queued without a job, whatever fails between two round trips. The script writes
 what ``ArqRedis.enqueue_job`` writes (arq 0.28), and like it writes nothing when the job's key
 or its result's key exists:

@@ -18,7 +18,7 @@ counts it once, and releasing it twice subtracts once. Who calls what:
   reserving and enqueueing). The front runs it when a reservation is refused, workers
   about once a minute; a reservation younger than ``GRACE_MS`` is never dropped (its job may
   not be enqueued yet).
-- The add path's script (shared/adds.py: checked) and the delete's (shared/tasks.py:
+- The add path's script (shared/adds.py: checked) and the delete's (shared/takeover.py:
   counted) hold bytes in the step that enqueues (``LUA``'s functions); a small add joining a
   batch adds its bytes to the batch job's reservation, and is refused only past the bytes.
   What a job keeps beside arq's payload, the members of an ingest batch

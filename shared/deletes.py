@@ -1,5 +1,5 @@
 """The one way a memory is deleted: a delete task takes the memory over and its job goes to
-the head of the queue, in one step (shared/tasks.py: a delete is never accepted without its
+the head of the queue, in one step (shared/takeover.py: a delete is never accepted without its
 job); workers/delete.py runs it. delete_memory and the cancel of an ingest
 (services/mcp/front.py) and the expiry sweep (workers/expiry.py) all come through here."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import tasks
+from zapomni.shared import takeover, tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.protocol.jobs import DeleteJob
@@ -48,7 +48,7 @@ async def queue_delete(redis: ArqRedis, settings: Settings, namespace: str, memo
     queued = queued_job(settings.queue_name, DELETE, job, job.task_id, serializer=serialize,
                         expires_s=settings.job_expires_days * 86400, size=payload_size(job),
                         first=True)
-    code, owner = await tasks.take_for_delete(redis, record, settings.task_ttl, queued,
+    code, owner = await takeover.take_for_delete(redis, record, settings.task_ttl, queued,
                                               from_task=cancelling, message=note, seen=seen)
     if code == 0:
         return Queued("", "")

@@ -30,7 +30,7 @@ from typing import Any
 
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front, redis_call
-from zapomni.shared import tasks
+from zapomni.shared import takeover, tasks
 from zapomni.shared.errors import InvalidInput, Unavailable, shown
 from zapomni.shared.ids import memory_id, new_task_id
 from zapomni.shared.metadata import memory_metadata, metadata_digest
@@ -190,7 +190,7 @@ async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
         fields = merged_fields(current, request.patch)
         digest = metadata_digest(fields["tags"], fields["source"], fields["metadata_json"])
         if digest == metadata_digest(current.tags, current.source, current.metadata):
-            await redis_call(front, tasks.untake(front.redis, record, previous))
+            await redis_call(front, takeover.untake(front.redis, record, previous))
             return unchanged(current, "the memory has this metadata already; nothing was "
                                       "changed")
         await redis_call(front, tasks.move(front.redis, record.task_id, ttl=front.task_ttl,
@@ -207,10 +207,10 @@ async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
 async def take(front: Front, request: UpdateMemory, record: TaskRecord) -> str:
     """Make the update the memory's owner; return the task it was taken from. A memory
     nobody owns is read first (NotFound when it is not stored)."""
-    taken = await redis_call(front, tasks.take_for_update(front.redis, record, front.task_ttl))
+    taken = await redis_call(front, takeover.take_for_update(front.redis, record, front.task_ttl))
     if taken.code == 2:
         await read_memory(front, request)
-        taken = await redis_call(front, tasks.take_for_update(front.redis, record,
+        taken = await redis_call(front, takeover.take_for_update(front.redis, record,
                                                               front.task_ttl, unclaimed=True))
     if taken.code == 0:
         raise busy(request.memory_id, taken.owner, taken.kind)
@@ -231,7 +231,7 @@ async def take(front: Front, request: UpdateMemory, record: TaskRecord) -> str:
 async def untake_quietly(front: Front, record: TaskRecord, previous: str) -> None:
     # Redis gone: the update's job was never enqueued, so it changes nothing
     with contextlib.suppress(Unavailable):
-        await redis_call(front, tasks.untake(front.redis, record, previous))
+        await redis_call(front, takeover.untake(front.redis, record, previous))
 
 
 def update_job(record: TaskRecord, fields: dict) -> UpdateJob:

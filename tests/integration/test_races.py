@@ -18,7 +18,7 @@ from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_workers, wait_tasks
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import tasks
+from zapomni.shared import takeover, tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import GraphStore
@@ -269,7 +269,7 @@ async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredi
                         memory_id=receipt.memory_id, created_at=time.time())
     job = queued_job(settings.queue_name, DELETE, {}, record.task_id, serializer=serialize,
                      expires_s=60, size=10, first=True)
-    code, owner = await tasks.take_for_delete(aredis, record, 3600, job,
+    code, owner = await takeover.take_for_delete(aredis, record, 3600, job,
                                               from_task=receipt.task_id)
     assert (code, owner) == (0, receipt.task_id)
     assert await tasks.owner_task(aredis, "default", receipt.memory_id) == receipt.task_id
