@@ -33,12 +33,14 @@ from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.graphstore import prepare_namespace, run
 from zapomni.shared.messages import ReembedJob, TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue
-from zapomni.workers.outcome import read_job, start_task, task_outcome
+from zapomni.workers.graph import BUDGET
+from zapomni.workers.outcome import JOB_TIMEOUT, read_job, start_task, task_outcome
 from zapomni.workers.resources import Resources, checkpoint, resources
 
 log = logging.getLogger(__name__)
 
 CLEAR_BATCH = 1000  # vectors removed per statement
+BATCH = 64  # chunks embedded and written per step (a few seconds of the in-process model)
 
 
 async def reembed_chunks(ctx: dict, payload: dict) -> str:
@@ -105,11 +107,11 @@ async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float
     """Batches from the cursor until none is left (then the switch) or the time share is
     used (then the next step)."""
     graph = res.store.graph(job.namespace)
-    budget = res.settings.job_timeout * res.settings.graph_budget
+    budget = JOB_TIMEOUT * BUDGET
     after = job.after
     while time.monotonic() - started < budget:
         rows = await run(graph, cypher_moves.REEMBED_BATCH[prop],
-                         {"after": after, "batch": res.settings.reembed_batch})
+                         {"after": after, "batch": BATCH})
         if not rows:
             return await switch(res, job, prop)
         vectors = await res.embedder.embed([text for _, text in rows])
