@@ -61,8 +61,7 @@ class CachedEmbedder:
     re-added document, a benchmark re-run) costs no embedding. A Redis that does not answer
     is a miss, never an error."""
 
-    def __init__(self, inner: Embedder, redis: Redis, ttl_seconds: int = CACHE_DAYS * 86400,
-                 limit: int = CACHE_MAX) -> None:
+    def __init__(self, inner: Embedder, redis: Redis, ttl_seconds: int, limit: int) -> None:
         self.inner = inner
         self.name = inner.name
         self._redis = redis

@@ -16,7 +16,7 @@ from arq.connections import ArqRedis
 
 from zapomni.shared import capacity, heartbeat, tasks
 from zapomni.shared.chunking import Chunker, chunker_for
-from zapomni.shared.embed import CachedEmbedder, Embedder, make_embedder
+from zapomni.shared.embed import CACHE_DAYS, CACHE_MAX, CachedEmbedder, Embedder, make_embedder
 from zapomni.shared.errors import ZapomniError
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.migrate import migrate_store
@@ -96,7 +96,9 @@ async def checkpoint(res: Resources, point: str, job: Any) -> None:
 async def open_resources(ctx: dict, settings: Settings,
                          checkpoint: Callable[[str, Any], Awaitable[None]] | None = None
                          ) -> None:
-    embedder = CachedEmbedder(make_embedder(settings), ctx["redis"])
+    embedder = make_embedder(settings)
+    if CACHE_DAYS:  # 0 only in benchmarks that measure embedding (tests/bench/flood.py)
+        embedder = CachedEmbedder(embedder, ctx["redis"], CACHE_DAYS * 86400, CACHE_MAX)
     res = Resources(
         settings=settings,
         redis=ctx["redis"],
