@@ -90,7 +90,8 @@ async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis, mon
     from zapomni.services.mcp.front import Front
 
     # no graph built: the graph signal finds nothing and hybrid folds one list twice
-    settings = make_settings(falkordb_url, chunk_tokens=48, graph_auto=False)
+    # 128 tokens: an overlap of 16, a sentence here, so neighbouring chunks share one
+    settings = make_settings(falkordb_url, chunk_tokens=128, graph_auto=False)
     monkeypatch.setattr(search_module, "MAX_PER_MEMORY", 0)  # every chunk a result or folded
     text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
                     for i in range(40))
