@@ -62,8 +62,8 @@ SWEEP_MINUTES = 5
 
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
                 checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> Worker:
-    """The arq Worker with every setting chosen on purpose (docs/configuration.md, "Queue and
-    jobs"). ``checkpoint``: tests only (workers/resources.py)."""
+    """The arq Worker with every value chosen on purpose (docs/configuration.md, "Values chosen
+    by measurement"). ``checkpoint``: tests only (workers/resources.py)."""
     worker = ZapomniWorker(
         functions=[
             func(ingest_batch, name=INGEST_BATCH),
