@@ -5,7 +5,7 @@ The query service appends one entry per search that returned something to one Re
 ``access_count`` and ``accessed_at`` (workers/access.py, cypher_memories.FOLD_ACCESS). An
 entry holds the namespace, the time and the memory ids packed as 16 bytes each (an id is
 ``mem_`` and 32 hex digits): 100 ids take 1.6 KB instead of 3.6 KB, and the stream is capped
-by entries (ZAPOMNI_ACCESS_STREAM_MAX).
+by entries (STREAM_MAX in services/query/rank.py).
 """
 
 from __future__ import annotations

@@ -36,11 +36,11 @@ from zapomni.shared.metadata import metadata_digest
 from zapomni.shared.protocol.api import AddMemory
 from zapomni.shared.protocol.jobs import BatchJob, IngestJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import INGEST_BATCH, deserialize, serialize
+from zapomni.shared.queue import INGEST_BATCH, JOB_EXPIRES, deserialize, serialize
 from zapomni.shared.settings import Settings
 
 # A batch gathers members up to this many payload bytes: ~8,000 tokens of text, the embedding
-# work of one fanned-out part (ZAPOMNI_PART_CHUNKS 32 chunks of up to 256 tokens), so a batch
+# work of one fanned-out part (PART_CHUNKS, 32 chunks of up to 256 tokens), so a batch
 # job is as short as a part job (~45 turns of ~100 tokens). A memory joins one if its payload
 # is at most a quarter of that (~2,000 tokens). Measured: docs/benchmarks.md, "Many small
 # memories"
@@ -156,17 +156,17 @@ async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemo
 async def _add(redis: ArqRedis, settings: Settings, memory: AddMemory, record: TaskRecord,
                payload: bytes) -> list[Any]:
     joinable = len(payload) <= MEMBER_BYTES
-    job = queued_job(settings.queue_name, INGEST_BATCH,
+    job = queued_job(capacity.QUEUE_NAME, INGEST_BATCH,
                      BatchJob(batch_id=record.task_id, namespace=memory.namespace,
                               alone=not joinable),
                      record.task_id, serializer=serialize,
-                     expires_s=settings.job_expires_days * 86400, size=len(payload))
+                     expires_s=JOB_EXPIRES, size=len(payload))
     keys = [tasks.memory_key(record.namespace, record.memory_id), tasks.task_key(record.task_id)]
     if memory.thread:
         keys.append(tasks.last_key(record.namespace, memory.thread))
     fields = [x for k, v in msgspec.structs.asdict(record).items() for x in (k, str(v))]
     return await redis.eval(
-        _ADD, len(keys), *keys, record.task_id, settings.task_ttl, record.created_at,
+        _ADD, len(keys), *keys, record.task_id, tasks.TASK_TTL, record.created_at,
         record.memory_id, record.namespace, payload, "1" if joinable else "",
         settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(), *fields)
 

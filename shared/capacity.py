@@ -36,6 +36,8 @@ from redis.exceptions import RedisError
 from zapomni.shared.errors import InvalidInput, Overloaded
 from zapomni.shared.settings import Settings
 
+QUEUE_NAME = "zapomni:queue"  # arq's queue (a sorted set of job ids); one per Redis database
+
 BYTES_KEY = "zapomni:queue:bytes"
 TOTAL_KEY = "zapomni:queue:bytes:total"
 GATE_KEY = "zapomni:queue:bytes:reconciled"  # present while a reconcile ran recently
@@ -154,7 +156,7 @@ def refusal(settings: Settings, reply: list[int]) -> Overloaded:
 async def _reserve(redis: Redis, settings: Settings, job_id: str, size: int,
                    check: bool) -> list[int]:
     return await redis.eval(_RESERVE, 0, job_id, size, settings.max_queue_bytes,
-                            settings.max_queue_depth, 1 if check else 0, settings.queue_name)
+                            settings.max_queue_depth, 1 if check else 0, QUEUE_NAME)
 
 
 async def release(redis: Redis, job_id: str) -> int:

@@ -1,5 +1,6 @@
-"""Chunking: semantic-text-splitter sized in tokens of the embedder's tokenizer, with overlap,
-keeping each chunk's character offsets into the memory's text and the lines they span.
+"""Chunking: semantic-text-splitter sized in tokens of MiniLM's tokenizer (whichever model
+embeds), with overlap, keeping each chunk's character offsets into the memory's text and the
+lines they span.
 
 A text of several paragraphs is cut at its paragraph breaks first (shared/paragraphs.py): a
 run of paragraphs of ``paragraph_tokens`` or more that fits the budget is a chunk of its own,
@@ -31,7 +32,7 @@ from tokenizers import Tokenizer
 
 from zapomni.shared.embed_onnx import MAX_TOKENS, load_tokenizer
 from zapomni.shared.large_text import exact_counts, split_large
-from zapomni.shared.paragraphs import Pieces, split_blocks
+from zapomni.shared.paragraphs import PARAGRAPH_TOKENS, Pieces, split_blocks
 from zapomni.shared.protocol.jobs import ChunkSpan
 from zapomni.shared.settings import Settings
 
@@ -39,7 +40,8 @@ SPECIAL_TOKENS = 2  # [CLS] and [SEP] are added on top of the chunk when it is e
 # characters from which a text is split by characters first (shared/large_text.py): the
 # token splitter takes ~8 s a MB here, the character split and word counts ~0.5 s
 LARGE_TEXT = 200_000
-PARAGRAPH_TOKENS = 32  # ZAPOMNI_CHUNK_PARAGRAPH_TOKENS's default
+# chunks overlap by an eighth of their size: 32 tokens of the default 256
+OVERLAP_SHARE = 8
 
 # metadata "language" -> the grammar's loader (the PyPI grammar packages, MIT)
 LANGUAGES: dict[str, Callable[[], Any]] = {
@@ -67,8 +69,8 @@ def chunk_budget(settings: Settings) -> int:
 
 def chunker_for(settings: Settings) -> Chunker:
     """The chunker the settings ask for (a worker builds one at start-up)."""
-    return Chunker(chunk_budget(settings), settings.chunk_overlap,
-                   settings.chunk_paragraph_tokens)
+    budget = chunk_budget(settings)
+    return Chunker(budget, budget // OVERLAP_SHARE)
 
 
 def code_language(metadata_json: str) -> str:
@@ -97,15 +99,14 @@ class Chunker:
     def __init__(self, chunk_tokens: int, overlap: int,
                  paragraph_tokens: int = PARAGRAPH_TOKENS) -> None:
         """``paragraph_tokens``: the tokens from which a run of paragraphs is a chunk of its
-        own (at most half the budget); 0: chunks are filled to half the budget across
-        paragraph breaks (semantic-text-splitter's range alone)."""
+        own (at most half the budget)."""
         capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
         overlap = max(0, min(overlap, capacity // 2 - 1))  # must stay below the minimum size
         self.tokenizer: Tokenizer = load_tokenizer()
         self.capacity = capacity
         sizing = (capacity // 2, capacity)
         self.overlap = overlap
-        self.paragraph_tokens = max(0, min(paragraph_tokens, capacity // 2))
+        self.paragraph_tokens = max(1, min(paragraph_tokens, capacity // 2))
         self._splitter = TextSplitter.from_huggingface_tokenizer(
             self.tokenizer, sizing, overlap=overlap, trim=True)
         self._code = {

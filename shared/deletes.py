@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import takeover, tasks
+from zapomni.shared import capacity, takeover, tasks
 from zapomni.shared.arq_internals import queued_job
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import DELETE, payload_size, serialize
+from zapomni.shared.queue import DELETE, JOB_EXPIRES, payload_size, serialize
 from zapomni.shared.settings import Settings
 
 
@@ -45,10 +45,10 @@ async def queue_delete(redis: ArqRedis, settings: Settings, namespace: str, memo
                     reason=reason)
     # first in the queue: it is short, and an add of the same text is refused until it is
     # done (shared/tasks.py)
-    queued = queued_job(settings.queue_name, DELETE, job, job.task_id, serializer=serialize,
-                        expires_s=settings.job_expires_days * 86400, size=payload_size(job),
+    queued = queued_job(capacity.QUEUE_NAME, DELETE, job, job.task_id, serializer=serialize,
+                        expires_s=JOB_EXPIRES, size=payload_size(job),
                         first=True)
-    code, owner = await takeover.take_for_delete(redis, record, settings.task_ttl, queued,
+    code, owner = await takeover.take_for_delete(redis, record, tasks.TASK_TTL, queued,
                                               from_task=cancelling, message=note, seen=seen)
     if code == 0:
         return Queued("", "")

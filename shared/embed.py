@@ -34,17 +34,10 @@ def make_embedder(settings: Settings) -> Embedder:
     if settings.ollama_url:
         from zapomni.shared.embed_ollama import OllamaEmbedder  # loaded only when chosen
 
-        return OllamaEmbedder(
-            settings.ollama_url,
-            settings.ollama_model,
-            concurrency=settings.ollama_concurrency,
-            batch=settings.embed_batch,
-            timeout=settings.ollama_timeout,
-            retries=settings.ollama_retries,
-        )
-    from zapomni.shared.embed_onnx import OnnxEmbedder  # onnxruntime: heavy, loaded lazily
+        return OllamaEmbedder(settings.ollama_url, settings.ollama_model)
+    from zapomni.shared.embed_onnx import OnnxEmbedder
 
-    return OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
+    return OnnxEmbedder(threads=settings.onnx_threads)
 
 
 def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral]:
@@ -55,6 +48,12 @@ def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral
         values = np.round(values, decimals)
     return [number_list(row) for row in values.tolist()]
 
+
+# chunk vectors kept in Redis by model + text: 30 days, at most 100,000 of them, the oldest
+# dropped first (1.8 KB each at 384 dimensions: 170 MB in all, docs/benchmarks.md "The
+# embedding cache"; ~3.3 KB at 768)
+CACHE_DAYS = 30
+CACHE_MAX = 100_000
 
 class CachedEmbedder:
     """Vectors cached in Redis by model + text (shared/vector_cache.py: bounded by age and

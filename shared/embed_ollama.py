@@ -23,6 +23,12 @@ from zapomni.shared.tls import tls_context
 
 log = logging.getLogger(__name__)
 
+# requests in flight per process: 32 kept the client's efficiency at 0.934 per process
+# (docs/benchmarks.md, "Ollama concurrency efficiency"); texts per request: 16
+CONCURRENCY = 32
+BATCH = 16
+TIMEOUT = 60.0  # seconds per request: a cold model loads within it
+RETRIES = 4  # of a request, on connect errors, timeouts and 5xx (backoff with jitter)
 LOGGED_BODY_CHARS = 200  # of a refusing answer, in the log line (one line of a terminal or two)
 MODEL_HINT = ("check that ZAPOMNI_OLLAMA_MODEL names an embedding model that Ollama serves "
               "and that the texts fit its context")
@@ -50,10 +56,10 @@ class OllamaEmbedder:
         url: str,
         model: str,
         *,
-        concurrency: int = 32,
-        batch: int = 16,
-        timeout: float = 60.0,
-        retries: int = 4,
+        concurrency: int = CONCURRENCY,
+        batch: int = BATCH,
+        timeout: float = TIMEOUT,
+        retries: int = RETRIES,
     ) -> None:
         self.name = f"ollama:{model}"
         self.model = model

@@ -15,6 +15,9 @@ from zapomni.shared import checksums, metrics
 MODEL_NAME = "onnx:all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 MAX_TOKENS = 256  # the model was trained with 256-token inputs
+# texts per model run: one at a time pads nothing, and on CPU padding costs more than batching
+# saves (SciFact chunks: 55 chunks/s at 1, 41 at 16 sorted by length; docs/benchmarks.md)
+BATCH = 1
 
 
 def tokenizer_path() -> str:
@@ -33,7 +36,7 @@ def load_tokenizer() -> Tokenizer:
 class OnnxEmbedder:
     name = MODEL_NAME
 
-    def __init__(self, threads: int = 0, batch: int = 1) -> None:
+    def __init__(self, threads: int = 0, batch: int = BATCH) -> None:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -60,7 +63,7 @@ class OnnxEmbedder:
         """``measured``: counted in the embedding metrics (not for the name gate's vectors,
         which are no chunk's or question's)."""
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-        # similar lengths in one batch pad less (batch > 1 only; see settings.onnx_batch)
+        # similar lengths in one batch pad less (batch > 1 only; see BATCH)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self._batch):
             rows = order[start : start + self._batch]

@@ -39,12 +39,16 @@ BINARY_KINDS = (".pdf", ".docx")  # binary formats read by shared/extract_text.p
 NEVER_ENTER = (".git",)
 READ_ANY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # zapomni ingest: links followed
 
+# files one run reads at most (zapomni ingest, ingest_path): a bound on what one run enqueues
+# and lists; a larger tree is ingested a folder at a time
+MAX_FILES = 100_000
+
 
 class Selection(msgspec.Struct, frozen=True, kw_only=True):
     include: tuple[str, ...] = ()  # globs; none: every file
     exclude: tuple[str, ...] = ()
     max_bytes: int = 10_000_000
-    max_files: int = 100_000
+    max_files: int = MAX_FILES
     within: tuple[str, ...] = ()  # resolved roots a symbolic link may lead into; () any
 
 
@@ -172,8 +176,7 @@ def walk_files(root: Path, selection: Selection, after: str = "",
                 count += 1
                 if count > selection.max_files:
                     yield Skipped(item.source, f"over the limit of {selection.max_files:,} "
-                                  "files per run (ZAPOMNI_INGEST_MAX_FILES); ingest a "
-                                  "subfolder")
+                                  "files per run; ingest a subfolder")
                     return
             yield item
         stack.extend(reversed([entry for entry in subfolders

@@ -29,7 +29,7 @@ import numpy as np
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
-from zapomni.shared.paragraphs import Pieces, split_blocks, split_over
+from zapomni.shared.paragraphs import PARAGRAPH_TOKENS, Pieces, split_blocks, split_over
 
 SAMPLES = 32  # windows of the text tokenized to calibrate characters per token
 SAMPLE_CHARS = 4096
@@ -157,7 +157,7 @@ def sections(text: str, size: int = SECTION_CHARS) -> list[tuple[int, int]]:
 
 def split_large(text: str, tokenizer: Tokenizer, capacity: int, overlap: int,
                 token_splitter: TextSplitter, progress: Callable[[float], None] | None = None,
-                paragraph_tokens: int = 0) -> tuple[Pieces, list[int]]:
+                paragraph_tokens: int = PARAGRAPH_TOKENS) -> tuple[Pieces, list[int]]:
     """(start, chunk) pieces of ``text`` and their token counts, none over ``capacity``.
     ``progress``: called with the share of the text done after each section.
     ``paragraph_tokens``: as for the token splitter, each section is cut in blocks of

@@ -26,6 +26,7 @@ import redis.exceptions
 
 from zapomni.shared.errors import StoreError
 from zapomni.shared.graphstore import (
+    HNSW,
     GRAPH_PREFIX,
     Graph,
     GraphStore,
@@ -112,9 +113,7 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
     prop = vector_prop(namespace, rows[0], model, dim)
     if store.prepared.get(namespace) == (model, dim, prop):
         return prop
-    s = store.settings
-    hnsw = {"dim": dim, "m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
-            "ef_runtime": s.hnsw_ef_runtime}
+    hnsw = {"dim": dim, **HNSW}
     await create_indexes(graph, namespace, [(cypher_moves.VECTOR_INDEX[prop], hnsw)])
     store.prepared[namespace] = (model, dim, prop)
     return prop

@@ -30,8 +30,7 @@ line is a verb, "Avery" mid-sentence is a name); an all-caps word of five charac
 is a constant or shouting (``SIGKILL``, ``DAMAGES``), and a run of words with a verb in it
 ran a name into the next words ("Olaf Kirch Signed-off"). Prose keeps what the model says (a
 Wikipedia paragraph opens with its subject's name). docs/benchmarks.md, "Knowledge graph", says what
-each rule removed on the judged samples. On technical text a find that passes these rules
-still has to pass the name gate (shared/namegate.py, workers/extract.py).
+each rule removed on the judged samples.
 """
 
 from __future__ import annotations

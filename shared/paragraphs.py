@@ -8,7 +8,7 @@ the budget is one chunk; a longer one is split by the splitter, inside the block
 
 Why not the splitter's own capacity range: semantic-text-splitter ends a chunk at the first
 section that brings it within ``(min, max)``, at the highest level whose first section fits.
-With ``min`` at half the budget (as before), two or three short paragraphs share a chunk, so
+With ``min`` at half the budget, two or three short paragraphs share a chunk, so
 one chunk stands for several topics; with a small ``min``, a paragraph longer than the budget
 is cut into single sentences. Blocks keep both: paragraph-sized chunks where paragraphs fit,
 chunks filled to half the budget inside a long one.
@@ -28,6 +28,9 @@ from semantic_text_splitter import TextSplitter
 PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 Spans = list[tuple[int, int]]
 Pieces = list[tuple[int, str]]  # (start, text) of each chunk
+# a run of paragraphs with this many tokens that fits a chunk is a chunk of its own, so chunks
+# end at paragraph breaks (at most half the budget; docs/benchmarks.md, "Paragraphs first")
+PARAGRAPH_TOKENS = 32
 Count = Callable[[Pieces], list[int]]  # tokens of each piece
 
 
@@ -70,9 +73,8 @@ def split_blocks(text: str, splitter: TextSplitter, count: Count, floor: int,
                  capacity: int) -> tuple[Pieces, list[int]]:
     """(start, chunk) pieces of ``text`` and their tokens: its blocks of paragraphs, each
     that has more than ``capacity`` tokens split by ``splitter``. A text of one paragraph, or
-    that fits one chunk, or ``floor`` 0: the splitter alone, over the whole text (as before
-    blocks)."""
-    spans = paragraphs(text) if floor else []
+    that fits one chunk: the splitter alone, over the whole text."""
+    spans = paragraphs(text)
     sizes = count([(s, text[s:e]) for s, e in spans]) if len(spans) > 1 else []
     if sum(sizes) <= capacity:
         pieces = splitter.chunk_indices(text)

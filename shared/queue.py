@@ -25,6 +25,9 @@ UPDATE = "update_memory"
 FILES = "ingest_files"
 IMPORT = "import_batch"
 REEMBED = "reembed_chunks"
+# seconds a queued job waits for a worker before arq drops it: 30 days, so a queued job
+# outlives a long worker outage (its bytes stay counted against max_queue_bytes meanwhile)
+JOB_EXPIRES = 30 * 86400
 
 
 def _encode_unknown(obj: Any) -> Any:
@@ -56,14 +59,10 @@ def connect_queue(settings: Settings, *, max_connections: int | None = None) -> 
         pool,
         job_serializer=serialize,
         job_deserializer=deserialize,
-        default_queue_name=settings.queue_name,
+        default_queue_name=capacity.QUEUE_NAME,
     )
     client.auto_close_connection_pool = True  # as Redis.from_pool does: aclose() owns the pool
     return client
-
-
-def _expires(settings: Settings) -> timedelta:
-    return timedelta(days=settings.job_expires_days)
 
 
 async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
@@ -76,7 +75,7 @@ async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, 
     await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
     try:
         queued = await redis.enqueue_job(function, job, _job_id=job_id,
-                                         _expires=_expires(settings))
+                                         _expires=timedelta(seconds=JOB_EXPIRES))
     except BaseException:
         await capacity.release_quietly(redis, job_id)
         raise

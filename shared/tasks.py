@@ -1,7 +1,7 @@
 """The task registry in Redis: what every task (ingest, delete, update, graph, files, import,
 reembed) is doing, for graph_status, and which task owns each memory.
 
-    zapomni:task:{task_id}          hash: a TaskRecord; expires after task_ttl_days
+    zapomni:task:{task_id}          hash: a TaskRecord; expires after TASK_TTL_DAYS
     zapomni:tasks:{ns}:{state}      sorted set of task ids by last change, for counts
     zapomni:tasks:*:{state}         the same over every namespace
     zapomni:mem:{ns}:{memory_id}    the task that owns a memory: its ingest, or a delete
@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
+from zapomni.shared import capacity
 from zapomni.shared.protocol.base import TASK_STATES
 from zapomni.shared.protocol.task_records import TaskRecord
 
@@ -49,6 +50,10 @@ TASK_KEY = "zapomni:task:"
 ACTIVE = ("queued", "running")
 TERMINAL = ("done", "failed", "cancelled")
 LOST = "lost"  # what a refused move reports when the task no longer owns its memory
+# days a task record is kept after its last change: long enough to look back on a week's
+# work, short enough that the records of a busy deployment stay a bounded set
+TASK_TTL_DAYS = 7
+TASK_TTL = TASK_TTL_DAYS * 86400  # seconds
 
 # helpers every script starts with: move a task between the count sets, and the key of the
 # claim on a task's memory (both from the task's own fields). The add path's script
@@ -316,6 +321,7 @@ async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
     return {state: int(replies[2 * i + 1]) for i, state in enumerate(TASK_STATES)}
 
 
-async def queue_depth(redis: Redis, queue_name: str) -> int:
+async def queue_depth(redis: Redis) -> int:
     """Jobs waiting or running (arq keeps a job in its queue's sorted set until it ends)."""
-    return int(await redis.zcard(queue_name))
+    return int(await redis.zcard(capacity.QUEUE_NAME))
+

@@ -14,6 +14,7 @@ from tests.support.servers import ThreadedServer, falkordb_server
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.settings import Settings
+from zapomni.workers import ingest
 
 
 @pytest.fixture(scope="session")
@@ -28,12 +29,18 @@ QUERY_SECRET = secrets.token_hex(16)
 def make_settings(falkordb_url: str, **overrides) -> Settings:
     base = dict(
         redis_url=f"{falkordb_url}/0", falkordb_url=falkordb_url,
-        query_url=f"http://127.0.0.1:{free_port()}", poll_delay=0.02, job_timeout=30,
-        max_tries=3, request_timeout=5.0, onnx_threads=2,
+        query_url=f"http://127.0.0.1:{free_port()}", request_timeout=5.0, onnx_threads=2,
         query_secret=QUERY_SECRET,  # the front's credential on every call, as in compose
     )
     base.update(overrides)
     return Settings.from_env(environ={}, **base)
+
+
+@pytest.fixture
+def part_chunks(monkeypatch: pytest.MonkeyPatch):
+    """Call with n: documents fan out into parts of n chunks (workers/ingest.py PART_CHUNKS,
+    32) in this process's workers, so a test's document of a few dozen chunks has parts."""
+    return lambda n: monkeypatch.setattr(ingest, "PART_CHUNKS", n)
 
 
 @pytest.fixture

@@ -1,14 +1,14 @@
 """The access fold: search's access events (shared/access.py) into each memory's
 ``access_count`` and ``accessed_at``.
 
-An arq cron job (one run per tick over all workers, every ZAPOMNI_ACCESS_FOLD_SECONDS) reads
-the oldest events in batches (XRANGE, at most ZAPOMNI_ACCESS_FOLD_BATCH at a time), writes
+An arq cron job (one run per tick over all workers, every FOLD_SECONDS) reads
+the oldest events in batches (XRANGE, at most FOLD_BATCH at a time), writes
 each namespace's share in one statement (cypher_memories.FOLD_ACCESS), then trims what it
 read. Events, not consumer groups: a fold that dies after its write and before its trim
 leaves the events to the next run, and the namespace's watermark, moved by the same
 statement that counts, makes that run skip what was already counted; two folds at once
 (a slow one overlapping the next tick) count each event once for the same reason. Nothing
-is lost but what the stream's cap drops while no fold runs (ZAPOMNI_ACCESS_STREAM_MAX).
+is lost but what the stream's cap drops while no fold runs (STREAM_MAX, services/query/rank.py).
 """
 
 from __future__ import annotations
@@ -26,19 +26,15 @@ log = logging.getLogger(__name__)
 
 FOLD = "fold_access"
 MAX_BATCHES = 20  # batches per run: a backlog is worked off over several runs
-
-
-def fold_schedule(seconds: int) -> dict[str, Any]:
-    """arq cron fields for a run every ``seconds`` (under a minute: seconds of each
-    minute; longer: minutes of each hour, rounded down to whole minutes)."""
-    if seconds < 60:
-        return {"second": set(range(0, 60, seconds))}
-    return {"minute": set(range(0, 60, min(60, seconds // 60))), "second": 37}
+# a run every 30 s (a divisor of 60: evenly spaced runs): frequency counts are at most half a
+# minute behind, and a fold is one statement per namespace and batch
+FOLD_SECONDS = 30
+FOLD_BATCH = 1000  # events read and written per fold step (up to MAX_BATCHES steps a run)
 
 
 async def fold_access(ctx: dict) -> str:
     res = resources(ctx)
-    batch = res.settings.access_fold_batch
+    batch = FOLD_BATCH
     folded = 0
     for _ in range(MAX_BATCHES):
         entries = await res.redis.xrange(access.STREAM, count=batch)

@@ -31,6 +31,7 @@ from zapomni.shared.errors import EmbeddingRejected, StoreError
 from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import BatchJob, ChunkSpan, IngestJob
 from zapomni.shared.queue import INGEST_BATCH
+from zapomni.workers import ingest
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.ingest import ingest_one, left_behind
 from zapomni.workers.outcome import read_job, tasks_outcome, this_attempt
@@ -62,8 +63,8 @@ async def ingest_batch(ctx: dict, payload: dict) -> str:
     async with tasks_outcome(ctx, INGEST_BATCH, owners):
         split = await chunk_all(res, await start(res, ctx, jobs))
         # a memory of more chunks than a part holds fans out, as it would alone
-        parted = [job for job, spans in split if len(spans) > res.settings.part_chunks]
-        whole = [(job, spans) for job, spans in split if len(spans) <= res.settings.part_chunks]
+        parted = [job for job, spans in split if len(spans) > ingest.PART_CHUNKS]
+        whole = [(job, spans) for job, spans in split if len(spans) <= ingest.PART_CHUNKS]
         said = await write_batch(res, batch, whole) if whole else "nothing to write"
     for job in parted:  # each its own task's outcome (started: its run resumes it)
         said += f"; {await ingest_one(ctx, job)}"

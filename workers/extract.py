@@ -14,8 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from zapomni.shared import checksums, namegate
-from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared import checksums
 from zapomni.shared.entities import clean_name, entity_key, entity_type
 from zapomni.shared.nertext import at_head, is_name, kept, ner_text, science_code, shown_type
 
@@ -25,6 +24,10 @@ UNUSED_PIPES = ("parser", "lemmatizer", "attribute_ruler", "senter")
 MAX_PAIRS_PER_SENTENCE = 45  # ten entities in a sentence; more is a list, not a relation
 PARAGRAPHS = re.compile(r"\n\s*\n")
 BLANKED = re.compile(r"\S[^\S\n]{3,}\S")  # a "name" across blanked code or markup: two things
+# CPU priority of extraction below search and ingest: with it, hybrid search's p95 while a
+# graph builds went from 222 ms (not niced) to 157.7 ms against 151.6 ms idle
+# (docs/benchmarks.md, "Search while building")
+NICE = 10
 
 
 class ModelMissing(RuntimeError):
@@ -44,20 +47,13 @@ class ChunkEntities:
     pairs: set[tuple[str, str]] = field(default_factory=set)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def drop(self, key: str) -> None:
-        self.mentions.pop(key, None)
-        self.spans.pop(key, None)
-        self.pairs = {pair for pair in self.pairs if key not in pair}
-
 
 class EntityModel:
     """A loaded spaCy pipeline with only what NER needs, and the one thread it runs on.
     That thread runs at a lower CPU priority (``nice``): reading entities is background
-    work, and on a small machine searches and ingest should not wait behind it. With
-    ``gate``, finds in technical text pass the name gate (shared/namegate.py) on the same
-    thread, with the in-process MiniLM."""
+    work, and on a small machine searches and ingest should not wait behind it."""
 
-    def __init__(self, name: str, nice: int = 0, gate: bool = False) -> None:
+    def __init__(self, name: str, nice: int = 0) -> None:
         check_model(name)
         checksums.check_spacy_model(name)  # the default model's files against their pins
         import spacy  # heavy: only workers that extract entities pay for it
@@ -65,8 +61,6 @@ class EntityModel:
         self.name = name
         self.nlp = spacy.load(name, exclude=list(UNUSED_PIPES))
         self.nlp.add_pipe("sentencizer", first=True)
-        self.gate = namegate.load_gate() if gate else None
-        self.vectors = OnnxEmbedder(threads=1, batch=32) if gate else None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zapomni-ner",
                                            initializer=lower_priority, initargs=(nice,))
         self.closing = threading.Event()
@@ -100,25 +94,7 @@ class EntityModel:
             if self.closing.is_set():
                 raise ModelClosed("the worker is stopping")
             merge(found[owner], chunk_entities(doc, technical[owner], chunks[owner], at))
-        if self.gate is not None:
-            self.pass_gate(texts, technical, found)
         return found
-
-    def pass_gate(self, texts: list[str], technical: list[bool],
-                  found: list[ChunkEntities]) -> None:
-        """Drop the finds in technical chunks that the name gate does not take for names."""
-        asked = [(i, key, name, namegate.window(texts[i], *found[i].spans[key]))
-                 for i, chunk in enumerate(found) if technical[i]
-                 for key, (name, _, _) in chunk.mentions.items()]
-        verdicts = namegate.passes(self.gate, self.gate_vectors,
-                                   [name for _, _, name, _ in asked],
-                                   [window for _, _, _, window in asked])
-        for (i, key, _, _), shown in zip(asked, verdicts, strict=True):
-            if not shown:
-                found[i].drop(key)
-
-    def gate_vectors(self, texts: list[str]):
-        return self.vectors.embed_sync(texts, measured=False)
 
 
 def split_paragraphs(text: str) -> list[tuple[int, str]]:

@@ -3,7 +3,7 @@ queued (shared/adds.py), with the rules of ``zapomni ingest``: a file whose byte
 already for its source (metadata ``file_sha256`` of a memory from the same root) is left
 alone; a changed one is added anew and its old memory deleted.
 
-A job reads files for a share of job_timeout, then passes the rest on to a continuation
+A job reads files for a share of JOB_TIMEOUT, then passes the rest on to a continuation
 that walks on after the last file it read (a cursor in the walk's fixed order, not a
 position: folders before it are not walked again, and files added or removed behind it
 move nothing ahead of it) with the counts so far; so a slice that runs again writes the
@@ -23,14 +23,23 @@ import msgspec
 
 from zapomni.shared import adds, deletes, policy, tasks
 from zapomni.shared.errors import InvalidInput
-from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, root_key, walk_files
+from zapomni.shared.files import (
+    MAX_FILES,
+    Found,
+    Loaded,
+    Selection,
+    Skipped,
+    load_file,
+    root_key,
+    walk_files,
+)
 from zapomni.shared.graphstore import meta_pair, namespace_exists, run
 from zapomni.shared.protocol.api import AddMemory
 from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
 from zapomni.shared.queue import FILES, enqueue_files
 from zapomni.shared.roots import allowed_roots, inside
 from zapomni.shared.validation import decode_add_memory
-from zapomni.workers.outcome import JobRun, deadline, task_job
+from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, deadline, task_job
 from zapomni.workers.resources import Resources
 
 # the current memories ingested from one root (meta_kv holds "root=<JSON path>"), by id
@@ -56,11 +65,10 @@ async def walk_slice(res: Resources, job: FilesJob) -> str:
         return await end(res, job, job.counts, "failed", error="the path is no longer "
                          "inside ZAPOMNI_INGEST_ROOTS; nothing more was read")
     selection = Selection(include=tuple(job.include), exclude=tuple(job.exclude),
-                          max_bytes=res.settings.ingest_max_file_bytes,
-                          max_files=res.settings.ingest_max_files, within=roots)
+                          max_bytes=res.settings.ingest_max_file_bytes, within=roots)
     stored = await stored_files(res, job.namespace, root_key(root))
     counts, walked, started = job.counts, job.walked, time.monotonic()
-    budget = deadline(res.settings.job_timeout) * BUDGET
+    budget = deadline(JOB_TIMEOUT) * BUDGET
     for item in walk_files(root, selection, after=job.after, counted=job.walked):
         counts = await add_file(res, job, root_key(root), item, stored, counts)
         if counts.found % PROGRESS_EVERY == 0 and not await record(res, job, counts):
@@ -80,7 +88,7 @@ async def stored_files(res: Resources, namespace: str, key: str) -> dict[str, tu
     if not await namespace_exists(res.store, namespace):
         return {}
     graph, found, after = res.store.graph(namespace), {}, ""
-    while len(found) < res.settings.ingest_max_files:
+    while len(found) < MAX_FILES:
         rows = await run(graph, FILE_MEMORIES, {"root": meta_pair("root", key),
                                                 "after": after, "limit": PAGE},
                          read_only=True)

@@ -1,10 +1,10 @@
 """The knowledge-graph path: plan -> (fan out) -> extract entities in batches -> write.
 
 ``build_graph`` counts the chunks a graph task covers (those not yet read, or all of them on
-rebuild) and splits them into ``graph_part`` jobs of about ``graph_part_chunks`` chunks each:
+rebuild) and splits them into ``graph_part`` jobs of about ``PART_CHUNKS`` chunks each:
 ranges of chunk ids for the whole namespace (ids start with a hash, so equal slices of the hash
 hold about equal numbers of chunks), groups of memories for some memories. No job ever holds
-more than one batch of chunk ids. A part reads its chunks in batches of ``graph_batch`` in id
+more than one batch of chunk ids. A part reads its chunks in batches of ``BATCH`` in id
 order from a cursor, runs spaCy NER over each and replaces what those chunks contributed in
 one statement (workers/store.py), then adds to the task's progress. A part that has worked
 for its share of the job time limit passes the rest on to a continuation job (same part, the
@@ -32,7 +32,7 @@ from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.shared.store import cypher_graph
-from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import drop_orphans, write_entities
 
@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 # chunk ids are "mem_<hex>:<n>" (shared/ids.py): "" is below every id and "~" above
 FIRST, END = "", "~"
 HASH_DIGITS = 8  # hex digits of the memory hash that range boundaries use
+PART_CHUNKS = 512  # chunks per graph job; a larger task fans out over the workers
+BATCH = 64  # chunks per NER batch and per write; the task's progress moves after each
+# share of JOB_TIMEOUT a part reads for before it passes the rest on to a continuation job
+# (it finishes the batch it is in: a batch of 64 chunks is seconds, well under the rest)
+BUDGET = 0.5
 
 @task_job(BUILD_GRAPH, GraphJob)
 async def build_graph(res: Resources, run_: JobRun, job: GraphJob) -> str:
@@ -48,7 +53,7 @@ async def build_graph(res: Resources, run_: JobRun, job: GraphJob) -> str:
     rows = await run(graph, cypher_graph.GRAPH_COUNT, {"memory_ids": job.memory_ids,
                                                        "rebuild": job.rebuild})
     total = int(rows[0][0]) if rows else 0
-    parts = await plan(graph, job, total, max(1, res.settings.graph_part_chunks))
+    parts = await plan(graph, job, total, PART_CHUNKS)
     await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=total,
                      message=f"{total} chunks to read in {len(parts)} part(s)")
     if total == 0 or not parts:
@@ -103,7 +108,7 @@ def memory_groups(rows: list, size: int) -> Iterator[list[str]]:
 
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
-    budget = started + res.settings.job_timeout * res.settings.graph_budget
+    budget = started + JOB_TIMEOUT * BUDGET
     after, read = job.after, 0
     while True:
         if await cancelled(res, job.task_id):
@@ -134,7 +139,7 @@ async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
     query = cypher_graph.GRAPH_BATCH if job.memory_ids is None else cypher_graph.GRAPH_BATCH_OF
     return await run(graph, query, {
         "memory_ids": job.memory_ids, "after": after, "last": job.last or END,
-        "rebuild": job.rebuild, "task": job.task_id, "batch": max(1, res.settings.graph_batch)})
+        "rebuild": job.rebuild, "task": job.task_id, "batch": BATCH})
 
 
 async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows: list) -> str:

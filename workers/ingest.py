@@ -3,7 +3,7 @@ searchable. (Small memories come in batches and are written together: workers/ba
 
 ``ingest_one`` chunks a document and writes its Memory node. A small document is embedded
 and written in the same job; a large one fans out into ``embed_part`` jobs of at most
-``part_chunks`` chunks each, so several workers share it and every job stays short. The memory
+``PART_CHUNKS`` chunks each, so several workers share it and every job stays short. The memory
 is searchable from its first part: each part's chunks are found as soon as they are written,
 with the memory shown as still ingesting (a new version of an updated memory waits for its
 last part: the old one stays the one found until then). When the last part lands the memory
@@ -46,6 +46,10 @@ from zapomni.workers.store import (
 log = logging.getLogger(__name__)
 ONE = "ingest_memory"  # one memory's ingest (a large one's batch, alone), as metrics name it
 CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at most
+# chunks per embed-and-write job when a document fans out: 32 chunks of up to 256 tokens are
+# a few seconds of the in-process model, so every job stays far below JOB_TIMEOUT and a
+# large document is shared by every worker
+PART_CHUNKS = 32
 
 
 async def left_behind(res: Resources, job: IngestJob | PartJob, before: str) -> None:
@@ -66,7 +70,7 @@ async def ingest_one(ctx: dict, job: IngestJob) -> str:
 async def write_one(res: Resources, run: JobRun, job: IngestJob) -> str:
     await hook_for_tests(res, "owned", job)
     chunks = await chunk_text(res, job)
-    parts = split_parts(chunks, res.settings.part_chunks)
+    parts = split_parts(chunks, PART_CHUNKS)
     await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, total=len(parts),
                      chunks=len(chunks), parts_at=time.time(),
                      message=f"{len(chunks)} chunks in {len(parts)} part(s)")

@@ -32,7 +32,8 @@ from zapomni.shared.queue import (
     serialize,
 )
 from zapomni.shared.settings import Settings
-from zapomni.workers.access import FOLD, fold_access, fold_schedule
+from zapomni.workers import lease, outcome
+from zapomni.workers.access import FOLD, FOLD_SECONDS, fold_access
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 from zapomni.workers.batch import ingest_batch
 from zapomni.workers.delete import delete_memory
@@ -56,10 +57,17 @@ from zapomni.workers.update import update_memory
 log = logging.getLogger(__name__)
 
 
+# seconds between a worker's polls of the queue: arq's 0.5 s default throttled throughput
+# (a job waited up to half a second for its turn)
+POLL_DELAY = 0.05
+# how often a worker sweeps memories left unfinished by tasks that ended, and expired ones
+SWEEP_MINUTES = 5
+
+
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
                 test_hook: TestHook | None = None) -> Worker:
-    """The arq Worker with every setting chosen on purpose (docs/configuration.md, "Queue and
-    jobs"). ``test_hook``: tests only (workers/resources.TestHook)."""
+    """The arq Worker with every value chosen on purpose (docs/configuration.md, "Values chosen
+    by measurement"). ``test_hook``: tests only (workers/resources.TestHook)."""
     worker = ZapomniWorker(
         functions=[
             func(ingest_batch, name=INGEST_BATCH),
@@ -74,11 +82,11 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
-                        minute=set(range(0, 60, max(1, settings.sweep_minutes))), second=7),
+                        minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
                    cron(fold_access, name=FOLD, unique=True, run_at_startup=False,
-                        **fold_schedule(settings.access_fold_seconds))],
+                        second=set(range(0, 60, FOLD_SECONDS)))],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
-        queue_name=settings.queue_name,
+        queue_name=capacity.QUEUE_NAME,
         job_serializer=serialize,
         job_deserializer=deserialize,
         on_startup=functools.partial(startup, settings=settings, test_hook=test_hook),
@@ -88,16 +96,16 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         burst=burst,
         handle_signals=handle_signals,
         max_jobs=settings.max_jobs,
-        job_timeout=settings.job_timeout,
+        job_timeout=outcome.JOB_TIMEOUT,
         # one run more than ours: a job whose worker died on every try still reaches our
         # code once, which fails its task (outcome.py) instead of leaving it "running"
-        max_tries=settings.max_tries + 1,
-        poll_delay=settings.poll_delay,
+        max_tries=outcome.MAX_TRIES + 1,
+        poll_delay=POLL_DELAY,
         keep_result=60,  # our task registry keeps outcomes; results hold whole payloads
         allow_abort_jobs=True,
         health_check_interval=10,
     )
-    set_claim_seconds(worker, settings.job_lease)  # a lease, renewed (workers/lease.py)
+    set_claim_seconds(worker, lease.JOB_LEASE)  # a lease, renewed (workers/lease.py)
     return worker
 
 

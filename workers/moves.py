@@ -1,7 +1,7 @@
 """Importing a namespace (``zapomni import``): each ``import_batch`` job writes a batch of
 whole memories from an export file, with the vectors the file carries when they are of this
 worker's model and dimension, embedded again otherwise (a file from another model is chunked
-again too: chunks follow the embedder's tokenizer).
+again too: the chunk budget follows the embedder, counted in MiniLM's tokens whichever it is).
 
 An import becomes searchable at once at its end: every batch writes its memories not
 searchable (an import run twice finds the memories of the first stored and leaves them so),

@@ -33,6 +33,14 @@ T = TypeVar("T", bound="TaskJob")
 log = logging.getLogger(__name__)
 
 
+# seconds per job: fan-out (PART_CHUNKS, graph parts, continuation jobs) keeps every job far
+# below this, so only a hung call reaches it
+JOB_TIMEOUT = 120
+# attempts per job (with backoff 2, 4, ... 60 s: about three minutes of an outage ridden out);
+# a job whose worker died on every try fails its task
+MAX_TRIES = 8
+
+
 def deadline(job_timeout: int) -> float:
     """Our own deadline fires before arq's job_timeout, so a slow job retries (arq would
     fail it for good) and its task says why."""
@@ -62,7 +70,7 @@ async def tasks_outcome(ctx: dict, job: str, owners: list[Owner]) -> AsyncIterat
     run = JobRun()
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(deadline(res.settings.job_timeout)):
+        async with asyncio.timeout(deadline(JOB_TIMEOUT)):
             yield run
     except (EmbeddingRejected, JobAbandoned) as exc:
         run.outcome = "failed"
@@ -92,7 +100,7 @@ def transient_reason(exc: Exception) -> str:
 
 async def retry_or_fail(res: Resources, ctx: dict, owners: list[Owner], reason: str) -> None:
     attempt = int(ctx.get("job_try", 1))
-    if attempt >= res.settings.max_tries:
+    if attempt >= MAX_TRIES:
         for owner in owners:
             await fail_task(res, *owner, f"{reason} (gave up after {attempt} attempts)")
         return
@@ -102,7 +110,7 @@ async def retry_or_fail(res: Resources, ctx: dict, owners: list[Owner], reason: 
     for task_id, _, _ in owners:
         await _quietly(tasks.move(
             res.redis, task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
-            message=f"waiting: {reason}; attempt {attempt} of {res.settings.max_tries}, "
+            message=f"waiting: {reason}; attempt {attempt} of {MAX_TRIES}, "
                     f"retrying in {delay}s"))
     raise Retry(defer=delay)
 
@@ -192,7 +200,7 @@ async def start_task(res: Resources, ctx: dict, task_id: str, *,
 def this_attempt(res: Resources, ctx: dict) -> int:
     """Which try of its job this is; JobAbandoned past the last."""
     attempt = int(ctx.get("job_try", 1))
-    if attempt > res.settings.max_tries:
+    if attempt > MAX_TRIES:
         raise JobAbandoned(f"gave up after {attempt - 1} attempts: the worker running this "
                            "job stopped each time; see the workers' logs")
     return attempt

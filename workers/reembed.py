@@ -36,12 +36,14 @@ from zapomni.shared.protocol.jobs import ReembedJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import REEMBED, enqueue
 from zapomni.shared.store import cypher_moves
-from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.graph import BUDGET
+from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 
 log = logging.getLogger(__name__)
 
 CLEAR_BATCH = 1000  # vectors removed per statement
+BATCH = 64  # chunks embedded and written per step (a few seconds of the in-process model)
 
 
 async def ended(res: Resources, job: ReembedJob, before: str) -> None:
@@ -102,11 +104,11 @@ async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float
     """Batches from the cursor until none is left (then the switch) or the time share is
     used (then the next step)."""
     graph = res.store.graph(job.namespace)
-    budget = res.settings.job_timeout * res.settings.graph_budget
+    budget = JOB_TIMEOUT * BUDGET
     after = job.after
     while time.monotonic() - started < budget:
         rows = await run(graph, cypher_moves.REEMBED_BATCH[prop],
-                         {"after": after, "batch": res.settings.reembed_batch})
+                         {"after": after, "batch": BATCH})
         if not rows:
             return await switch(res, job, prop)
         vectors = await res.embedder.embed([text for _, text in rows])

@@ -14,14 +14,14 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import capacity, heartbeat
+from zapomni.shared import capacity, heartbeat, tasks
 from zapomni.shared.chunking import Chunker, chunker_for
-from zapomni.shared.embed import CachedEmbedder, Embedder, make_embedder
+from zapomni.shared.embed import CACHE_DAYS, CACHE_MAX, CachedEmbedder, Embedder, make_embedder
 from zapomni.shared.errors import ZapomniError
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.migrate import migrate_store
 from zapomni.shared.settings import Settings
-from zapomni.workers.extract import EntityModel
+from zapomni.workers.extract import NICE, EntityModel
 
 log = logging.getLogger(__name__)
 
@@ -46,21 +46,19 @@ class Resources:
 
     @property
     def task_ttl(self) -> int:
-        return self.settings.task_ttl
+        return tasks.TASK_TTL
 
     async def entity_model(self) -> EntityModel:
         """The spaCy pipeline, loaded on the first graph job (about a second), once per
         process; a worker that only embeds never pays for it."""
-        which = (self.settings.spacy_model, self.settings.name_gate)
+        which = self.settings.spacy_model
         async with _MODEL_LOCK:
             if which not in _MODELS:
-                _MODELS[which] = await in_daemon_thread(
-                    EntityModel, self.settings.spacy_model, self.settings.graph_nice,
-                    self.settings.name_gate)
+                _MODELS[which] = await in_daemon_thread(EntityModel, which, NICE)
         return _MODELS[which]
 
 
-_MODELS: dict[tuple[str, bool], EntityModel] = {}
+_MODELS: dict[str, EntityModel] = {}
 
 
 async def in_daemon_thread(fn, *args):
@@ -101,9 +99,8 @@ async def hook_for_tests(res: Resources, point: str, job: Any) -> None:
 async def open_resources(ctx: dict, settings: Settings,
                          test_hook: TestHook | None = None) -> None:
     embedder = make_embedder(settings)
-    if settings.embed_cache_days:
-        embedder = CachedEmbedder(embedder, ctx["redis"], settings.embed_cache_days * 86400,
-                                  settings.embed_cache_max)
+    if CACHE_DAYS:  # 0 only in benchmarks that measure embedding (tests/bench/flood.py)
+        embedder = CachedEmbedder(embedder, ctx["redis"], CACHE_DAYS * 86400, CACHE_MAX)
     res = Resources(
         settings=settings,
         redis=ctx["redis"],
@@ -122,7 +119,7 @@ async def open_resources(ctx: dict, settings: Settings,
         if migrated:
             log.info("migrated %d namespace(s) to the current stored shape", len(migrated))
     log.info("worker %s ready: embedder %s, queue %s", res.worker_id, embedder.name,
-             settings.queue_name)
+             capacity.QUEUE_NAME)
 
 
 async def close_resources(ctx: dict) -> None:

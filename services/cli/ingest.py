@@ -207,11 +207,11 @@ def check_roots(paths: list[str]) -> list[Path]:
     return roots
 
 
-def run(args: Any, url: str, token: str, max_bytes: int, max_files: int) -> int:
+def run(args: Any, url: str, token: str, max_bytes: int) -> int:
     """The subcommand (services/stack/main.py parses the arguments)."""
     roots = check_roots(args.paths)
     selection = Selection(include=tuple(args.include), exclude=tuple(args.exclude),
-                          max_bytes=max_bytes, max_files=max_files)
+                          max_bytes=max_bytes)
     progress = Progress(enabled=True, tty=sys.stderr.isatty())
     try:
         tally = asyncio.run(ingest(url, roots, namespace=args.namespace, selection=selection,

@@ -38,6 +38,8 @@ from zapomni.shared.validation import describe
 QUEUE_WAIT = 2.0  # seconds between tries while the queue is full
 POLL = 0.5  # seconds between looks at the task's progress
 REDIS_PATIENCE = 120.0  # seconds without an answer from Redis before following stops
+# memories per import_batch job: 100 memories of a few chunks each are seconds of work
+IMPORT_BATCH = 100
 
 _header = msgspec.json.Decoder(ExportHeader)
 _memory = msgspec.json.Decoder(ExportedMemory)
@@ -163,7 +165,7 @@ async def import_file(settings: Settings, path: Path, namespace: str | None = No
     try:
         with Progress(f"import {path.name}", 0, "memories", quiet=not show) as progress:
             task_id, total = await queue_import(settings, redis, path, namespace, progress)
-            return await follow(redis, task_id, total, settings.import_batch, progress)
+            return await follow(redis, task_id, total, IMPORT_BATCH, progress)
     finally:
         await redis.aclose()
 
@@ -174,9 +176,9 @@ async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: 
     id and the number of memories. Nothing is queued when the file has a problem."""
     checked = await asyncio.to_thread(check_file, path)
     target = namespace or checked.header.namespace
-    size = settings.import_batch
+    size = IMPORT_BATCH
     parts = max(1, -(-checked.memories // size))
-    ttl = settings.task_ttl_days * 86400
+    ttl = tasks.TASK_TTL
     record = TaskRecord(task_id=new_task_id(), kind="import", namespace=target, total=parts,
                         created_at=time.time(), message=f"{checked.memories} memories from "
                                                         f"{path.name} in {parts} batch(es)")

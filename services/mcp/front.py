@@ -43,7 +43,7 @@ class Front:
         self.redis = connect_queue(settings)
         self.query = QueryClient(settings.query_url, settings.request_timeout,
                                  settings.query_secret)
-        self.task_ttl = settings.task_ttl
+        self.task_ttl = tasks.TASK_TTL
 
     async def aclose(self) -> None:
         await self.query.aclose()
@@ -65,7 +65,7 @@ async def check_capacity(front: Front, memories: list[AddMemory]) -> None:
     refused whole, before any is claimed (each add is checked again by the step that queues
     it: shared/adds.py)."""
     settings = front.settings
-    depth = await redis_call(front, tasks.queue_depth(front.redis, settings.queue_name))
+    depth = await redis_call(front, tasks.queue_depth(front.redis))
     queued = await redis_call(front, capacity.queued_bytes(front.redis))
     incoming = sum(len(m.text.encode()) + len(m.metadata_json) for m in memories)
     if depth + 1 > settings.max_queue_depth or queued + incoming > settings.max_queue_bytes:
@@ -170,7 +170,7 @@ def unknown_task(front: Front, task_id: str) -> NotFound:
     """The answer for a task id with no record, and for one outside the caller's scope
     (services/mcp/scope.py): the same words."""
     return NotFound(f"task_id: {task_id} not found (task records are kept "
-                    f"{front.settings.task_ttl_days} days)")
+                    f"{tasks.TASK_TTL_DAYS} days)")
 
 
 async def get_memory(front: Front, ref: MemoryRef) -> MemoryRecord:

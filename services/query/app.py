@@ -149,18 +149,17 @@ async def export_system_gauges(state: QueryState, every: float = 5.0) -> None:
     every worker."""
     while True:
         try:
-            await update_system_gauges(state.redis, state.settings.queue_name,
-                                       state.settings.task_ttl_days * 86400)
+            await update_system_gauges(state.redis, tasks.TASK_TTL)
         except Exception as exc:  # Redis away: keep the last values, try again
             log.warning("could not read queue gauges: %s", type(exc).__name__)
         await asyncio.sleep(every)
 
 
-async def update_system_gauges(redis, queue_name: str, task_ttl: int) -> None:
+async def update_system_gauges(redis, task_ttl: int) -> None:
     now_ms = time.time() * 1000
-    metrics.QUEUE_DEPTH.set(await tasks.queue_depth(redis, queue_name))
+    metrics.QUEUE_DEPTH.set(await tasks.queue_depth(redis))
     metrics.QUEUE_BYTES.set(await capacity.queued_bytes(redis))
-    oldest = await redis.zrangebyscore(queue_name, "-inf", now_ms, start=0, num=1,
+    oldest = await redis.zrangebyscore(capacity.QUEUE_NAME, "-inf", now_ms, start=0, num=1,
                                        withscores=True)
     metrics.QUEUE_OLDEST.set((now_ms - oldest[0][1]) / 1000 if oldest else 0)
     metrics.WORKERS_ALIVE.set(await heartbeat.count_alive(redis))

@@ -1,4 +1,4 @@
-"""Fusion of the signals' ranked lists (standardised scores, or reciprocal ranks), folding of
+"""Fusion of the signals' ranked lists (standardised scores), folding of
 overlapping chunks of one memory, and the per-result "why"."""
 
 from __future__ import annotations
@@ -116,21 +116,6 @@ def standardise(scores: list[float]) -> tuple[list[float], float]:
         return [1.0] * len(scores), -1.0      # not found, nothing more
     z = [(score - mean) / spread for score in scores]
     return z, min(z)
-
-
-def fuse_ranks(ranked: Ranked, weights: dict[str, float], k: int) -> list[Candidate]:
-    """RRF: each signal adds weight / (k + rank). The result is scaled so that 1.0 means
-    "ranked first by every signal that ran"."""
-    by_chunk = gather(ranked)
-    for signal in ranked:
-        weight = weights.get(signal, 1.0)
-        for candidate in by_chunk.values():
-            if signal in candidate.why:
-                candidate.score += weight / (k + candidate.why[signal].rank)
-    best = sum(weights.get(signal, 1.0) for signal in ranked) / (k + 1) or 1.0
-    for candidate in by_chunk.values():
-        candidate.score = round(candidate.score / best, 6)
-    return ordered(by_chunk)
 
 
 def single(signal: str, rows: list[tuple[list[Any], float]]) -> list[Candidate]:

@@ -17,23 +17,26 @@ from zapomni.services.query.timeline import TOP, newer_first
 from zapomni.shared.graphstore import run, run_cells
 from zapomni.shared.protocol.answers import MoreMatch, PartsDone, RankPart, SearchHit
 from zapomni.shared.protocol.api import SearchRequest
-from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_graph, cypher_search
 from zapomni.shared.times import iso_time
 
+# results one memory may hold (its further matches are listed under its best): at 3 a big
+# memory held 1.66 of hybrid's top 10 instead of 2.67, the labelled sets' figures unchanged
+# (docs/benchmarks.md, "Mixed sizes and the per-memory cap")
+MAX_PER_MEMORY = 3
 _decode_json = msgspec.json.Decoder().decode
 
 
 async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: SearchRequest,
-                        settings: Settings, order: str = "") -> list[SearchHit]:
+                        order: str = "") -> list[SearchHit]:
     """The first ``limit`` candidates (by relevance, or re-scored: rank="memory"; then changed
     statements newest or oldest first: ``order``, services/query/timeline.py) as hits, with
     their memories' fields and the entities their passages name. At most
-    ``max_per_memory`` per memory: rank="memory" gives a memory's chunks the same recency,
+    ``MAX_PER_MEMORY`` per memory: rank="memory" gives a memory's chunks the same recency,
     frequency and importance, so its best by relevance stay its best after re-scoring and
     capping first gives the final order's cap (and a pool of more memories)."""
     parts: dict[str, dict[str, RankPart]] = {}
-    kept = share_page(kept, settings.max_per_memory)
+    kept = share_page(kept, MAX_PER_MEMORY)
     prop = getattr(graph, "vector_prop", "embedding")
     if request.rank == "memory":
         pool = rank_pool(kept, request.limit)
@@ -42,7 +45,7 @@ async def shape_results(graph: AsyncGraph, kept: list[Candidate], request: Searc
             passage_entities(graph, chunk_ids), chunk_lines(graph, chunk_ids),
             read_memories(graph, pool))
         wide = msgspec.structs.replace(request, limit=max(request.limit, TOP))
-        kept, parts = rank_by_memory(pool, fields, wide, settings)
+        kept, parts = rank_by_memory(pool, fields, wide)
         kept = (await newer_first(graph, kept, order, prop))[:request.limit]
     else:
         kept = (await newer_first(graph, kept, order, prop))[:request.limit]

@@ -18,7 +18,7 @@ a weighted sum of four parts, each 0-1:
 - frequency: how often search has returned it, count / (count + 5), saturating;
 - importance: its metadata ``importance``, 0.5 when it has none.
 
-The weights (settings, shares that are normalised to sum 1) and each part's points are in
+The weights (WEIGHTS, shares that sum to 1) and each part's points are in
 every hit's ``rank_parts``; the points sum to the score.
 """
 
@@ -48,6 +48,14 @@ MAX_PENDING = 100  # access writes in flight (a connection each); past it, dropp
 QUIET_SECONDS = 60.0  # a failing access stream is logged at most once in this time
 POOL = 30  # rank="memory" re-scores the best max(POOL, 3 x limit) candidates
 FREQUENT = 5  # times returned at which frequency is 0.5
+# rank="memory": shares of the score, and the days in which recency halves: a statement 30
+# days older loses 0.15 of the score, which put the current of two kept facts first 0.913 of
+# the time against relevance's 0.446 (docs/benchmarks.md, "Knowledge updates")
+WEIGHTS = {"relevance": 0.4, "recency": 0.3, "frequency": 0.2, "importance": 0.1}
+HALF_LIFE_DAYS = 30.0
+# access events kept until a worker folds them (an entry of 10 ids takes about 0.3 KB: 6 MB);
+# older ones are dropped when no fold runs for long
+STREAM_MAX = 20_000
 DAY = 86400.0
 
 
@@ -58,7 +66,7 @@ class AccessLog:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.redis = redis
         self.on = settings.access_tracking
-        self.cap = settings.access_stream_max
+        self.cap = STREAM_MAX
         self.pending: set[asyncio.Task] = set()
         self.failed = 0  # failures since the last one logged
         self.quiet_until = 0.0
@@ -104,17 +112,6 @@ class AccessLog:
         await asyncio.gather(*late, return_exceptions=True)
 
 
-def rank_weights(settings: Settings) -> dict[str, float]:
-    """The four weights as shares of their sum (relevance alone if all are 0)."""
-    raw = {"relevance": settings.rank_weight_relevance, "recency": settings.rank_weight_recency,
-           "frequency": settings.rank_weight_frequency,
-           "importance": settings.rank_weight_importance}
-    total = sum(raw.values())
-    if total <= 0:
-        return {name: float(name == "relevance") for name in raw}
-    return {name: weight / total for name, weight in raw.items()}
-
-
 def relevances(mode: str, candidates: list[Candidate]) -> list[float]:
     """Each candidate's relevance on 0-1: hybrid's score is, vector's cosine is clamped;
     keyword (BM25) and graph scores are divided by the best of the candidates."""
@@ -156,12 +153,11 @@ async def read_memories(graph: AsyncGraph, pool: list[Candidate]) -> dict[str, l
 
 
 def rank_by_memory(pool: list[Candidate], memories: dict[str, list[Any]],
-                   request: SearchRequest, settings: Settings, now: float | None = None
+                   request: SearchRequest, now: float | None = None
                    ) -> tuple[list[Candidate], dict[str, dict[str, RankPart]]]:
     """The best ``request.limit`` of the pool re-scored (ties: the more relevant first),
     with each one's parts by chunk id. A candidate whose memory is gone is left out."""
-    weights = rank_weights(settings)
-    half_life = settings.rank_half_life_days * DAY
+    weights, half_life = WEIGHTS, HALF_LIFE_DAYS * DAY
     now = (request.as_of or time.time()) if now is None else now
     scored = []
     for candidate, relevance in zip(pool, relevances(request.mode, pool), strict=True):

@@ -68,9 +68,9 @@ async def read_stats(store: GraphStore, redis: Redis, settings: Settings,
     return Stats(
         namespace=request.namespace, memories=memories, chunks=int(chunks or 0),
         memories_ingesting=int(ingesting or 0),
-        queue_depth=await tasks.queue_depth(redis, settings.queue_name),
+        queue_depth=await tasks.queue_depth(redis),
         workers_alive=await heartbeat.count_alive(redis),
-        tasks=await tasks.task_counts(redis, request.namespace, settings.task_ttl_days * 86400),
+        tasks=await tasks.task_counts(redis, request.namespace, tasks.TASK_TTL),
         embedding_model=model, embedding_dim=dim, entities=int(entities or 0),
         relations=int(relations or 0),
     )

@@ -4,7 +4,7 @@ services/query/hits.py shapes them).
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
 leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25), ``graph``
 (entities named in the query and their neighbours: services/query/entities.py) and ``hybrid``
-(all three, fused by standardised score, or by reciprocal rank with ``fusion = "rrf"``).
+(all three, fused by standardised score).
 Read-only.
 """
 
@@ -27,7 +27,6 @@ from zapomni.services.query.fusion import (
     Candidate,
     Context,
     collapse,
-    fuse_ranks,
     fuse_scores,
     single,
 )
@@ -61,12 +60,25 @@ QUERY_CACHE_TTL = 7 * 86400
 QUERY_CACHE_MAX = 10_000  # question vectors kept (~18 MB at 384-d)
 GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
 CONTEXT_SEEDS = 10  # best candidates whose unfound neighbours join the candidates
+# hybrid's fusion: standardised scores over each signal's best CANDIDATES, weighted per signal.
+# At equal weights it beat reciprocal rank fusion on every set (SciFact nDCG@10 0.709 -> 0.723,
+# MuSiQue 0.621 -> 0.665); graph 0.75 or 1.0 was no better (docs/benchmarks.md, "Retrieval
+# quality")
+WEIGHTS = {"vector": 1.0, "keyword": 1.0, "graph": 0.5}
+CANDIDATES = 50  # candidates each signal brings to fusion
+# share of a neighbouring turn's fused score a memory of the same thread gets (LoCoMo R@5 / R@10
+# 0.588 / 0.672 -> 0.611 / 0.704 with it: docs/benchmarks.md, "Retrieval quality")
+CONTEXT_WEIGHT = 0.5
+# full-text candidates the keyword signal re-scores with BM25 (three times the results asked
+# for when that is more): 100 instead of 200 moved SciFact's nDCG@10 0.6651 -> 0.6639 hybrid,
+# 0.7162 -> 0.7175 keyword (docs/benchmarks.md, "The keyword pool")
+KEYWORD_POOL = 100
 Ranked = list[tuple[list[Any], float]]
 
 
-def candidate_depth(request: SearchRequest, settings: Settings) -> int:
+def candidate_depth(request: SearchRequest) -> int:
     """How many candidates each signal brings to fusion and folding."""
-    return min(MAX_CANDIDATES, max(request.limit * 3, settings.search_candidates))
+    return min(MAX_CANDIDATES, max(request.limit * 3, CANDIDATES))
 
 
 def hnsw_k(request: SearchRequest, depth: int) -> int:
@@ -103,31 +115,29 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
             empty, note=f"namespace '{request.namespace}' holds no memories yet")
     graph = store.graph(request.namespace)
     graph.vector_prop = state.prop
-    params = {**filter_params(request), "depth": candidate_depth(request, settings)}
+    params = {**filter_params(request), "depth": candidate_depth(request)}
     # older versions of updated memories are read too, for the current ones to inherit
     inheriting = state.versions and not request.filters.include_superseded
     params["superseded"] = params["superseded"] or inheriting
-    weights = {"vector": settings.weight_vector, "keyword": settings.weight_keyword,
-               "graph": settings.weight_graph}
+    weights = WEIGHTS
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
-    threaded = (request.mode == "hybrid" and settings.weight_context > 0
-                and settings.fusion == "score" and state.threads > 0)
-    ranked, named = await first_signals(graph, embedder, redis, settings, request, params,
+    threaded = request.mode == "hybrid" and state.threads > 0
+    ranked, named = await first_signals(graph, embedder, redis, weights, request, params,
                                         state.stamp, total)
-    fused = fuse(ranked, weights, settings) if request.mode == "hybrid" else []
+    fused = fuse(ranked, weights) if request.mode == "hybrid" else []
     if named is not None:
         # the second hop: from the entities of the passages the other signals rank first
         seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
         ranked["graph"] = await graph_signal(graph, named, params, total, seeds)
         if ranked["graph"] and request.mode == "hybrid":
-            fused = fuse(ranked, weights, settings)
+            fused = fuse(ranked, weights)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
         candidates = fused
         if threaded:
-            candidates = fuse(ranked, weights, settings, await conversation_context(
-                graph, candidates, params, settings.weight_context))
+            candidates = fuse(ranked, weights, await conversation_context(
+                graph, candidates, params, CONTEXT_WEIGHT))
     else:
         candidates = single(request.mode, ranked[request.mode])
     if inheriting:
@@ -135,7 +145,7 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
     when = read_time(request.query, request.as_of or time.time())
     kept = await time_prior(graph, kept, when, request.query)
-    results = await shape_results(graph, kept, request, settings,
+    results = await shape_results(graph, kept, request,
                                   asked_order(when, request.query))
     metrics.SEARCH_SECONDS.labels(request.mode).observe(time.perf_counter() - started)
     note = await why_empty(graph, named) if request.mode == "graph" and not results else None
@@ -145,7 +155,7 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
-                        settings: Settings, request: SearchRequest, params: dict[str, Any],
+                        weights: dict[str, float], request: SearchRequest, params: dict[str, Any],
                         stamp: str | None, total: int
                         ) -> tuple[dict[str, Ranked], Named | None]:
     """Everything that needs only the question, at once: the vector and keyword signals and
@@ -154,23 +164,21 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
-    graphed = request.mode == "graph" or (request.mode == "hybrid" and settings.weight_graph > 0)
+    graphed = request.mode == "graph" or (request.mode == "hybrid" and weights["graph"] > 0)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
-                                         settings.keyword_pool, settings.keyword_postings)
+                                         KEYWORD_POOL)
     if graphed:
         jobs["named"] = named_in(graph, request.query)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
     return done, done.pop("named", None)
 
 
-def fuse(ranked: dict[str, Ranked], weights: dict[str, float], settings: Settings,
+def fuse(ranked: dict[str, Ranked], weights: dict[str, float],
          context: Context | None = None) -> list[Candidate]:
     # a signal that found nothing (no entity named, only stop words) has no say
     ranked = {signal: rows for signal, rows in ranked.items() if rows and weights[signal] > 0}
-    if settings.fusion == "rrf":
-        return fuse_ranks(ranked, weights, settings.rrf_k)
-    return fuse_scores(ranked, weights, settings.search_candidates, context)
+    return fuse_scores(ranked, weights, CANDIDATES, context)
 
 
 async def conversation_context(graph: AsyncGraph, candidates: list[Candidate],
@@ -217,13 +225,12 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         stamp: str | None, total: int, pool: int,
-                         postings: int = 0) -> Ranked:
+                         stamp: str | None, total: int, pool: int) -> Ranked:
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks of the namespace it matches, with or without filters (cached while the
     namespace is unchanged: services/query/frequencies.py). ``pool``: the candidates re-scored
-    (at least ``depth``); ``postings``: see pool_terms."""
+    (at least ``depth``)."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
@@ -234,7 +241,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         return []
     pool = max(params["depth"], pool)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
-    chosen = pool_terms(weighted, df, common, postings)
+    chosen = pool_terms(weighted, df, common)
     asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}
     if not request.filters.active and summed_here(chosen, df):
         lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
@@ -274,25 +281,16 @@ def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],
                   key=lambda item: (-item[1], item[0][1]))
 
 
-def pool_terms(weighted: list[list[Any]], df: dict[str, int], common: float,
-               postings: int = 0) -> list[list[Any]]:
+def pool_terms(weighted: list[list[Any]], df: dict[str, int], common: float
+               ) -> list[list[Any]]:
     """The terms whose postings choose the pool: not those in more than ``common`` chunks,
     or the rarest term alone if all are. BM25 over the pool still counts every term; a common
     word only stops bringing in thousands of chunks that match nothing else (FalkorDB sums
-    ~5 µs per posting). ``postings`` > 0 also bounds the postings summed: the rarest terms
-    first, while their document frequencies add up to no more (the rarest always goes)."""
+    ~5 µs per posting)."""
     rare = [t for t in weighted if df[t[0]] <= common]
     if not rare:
         return [max(weighted, key=lambda t: t[1])]
-    if postings <= 0:
-        return rare
-    chosen, summed = set(), 0
-    for term in sorted(rare, key=lambda t: df[t[0]]):
-        summed += df[term[0]]
-        if chosen and summed > postings:
-            break
-        chosen.add(term[0])
-    return [t for t in rare if t[0] in chosen]
+    return rare
 
 
 async def embed_query(embedder: Embedder, redis: Redis, text: str) -> np.ndarray:

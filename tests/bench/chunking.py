@@ -8,8 +8,8 @@ size. One thread for the tokenizer (RAYON_NUM_THREADS=1 is set here) and CPU sec
 wall seconds (the host is shared). For the ``--compare-mb`` text both ways: chunks, tokens
 per chunk (p10 / p50 / p90), the share of chunks that end a sentence or a paragraph, the
 share overlapping the next. Both ways cut paragraphs first as the product does
-(ZAPOMNI_CHUNK_PARAGRAPH_TOKENS, shared/paragraphs.py); ``--paragraph-tokens 0``: as before
-that. Prints a table; writes tests/bench/results/chunking.json. Not part of the test suite.
+(PARAGRAPH_TOKENS, shared/paragraphs.py). Prints a table; writes
+tests/bench/results/chunking.json. Not part of the test suite.
 """
 
 from __future__ import annotations

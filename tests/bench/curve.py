@@ -9,11 +9,12 @@ tests/support/table_ollama.py: real MiniLM vectors of real passages looked up by
 chunk's vector the normalised sum of its passages' (no latency: this measures the store).
 Documents are ``--passages`` real passages drawn at random, joined by blank lines, added
 through the front's code path, at most ``--window`` tasks outstanding (the queue stays
-bounded); chunking as configured (256 tokens, 32 overlap) but for ``--paragraph-tokens``
-(default 0: chunks filled across paragraph breaks, as before 2026-11-25). The table holds
+bounded); chunking as configured (256 tokens, 32 overlap, paragraphs first). The table holds
 3,000 passages; cut at paragraphs first, each chunk is one passage, and 1M chunks would be
 ~330 copies of each vector, a set unlike any memory (one such run read recall 0.67 at 100k
-on ids, nearly all of it ties). Filled chunks join ~4 passages drawn at random: distinct.
+on ids, nearly all of it ties). The runs in docs/benchmarks.md chunked as before 2026-11-25
+(chunks filled across paragraph breaks, ~4 passages drawn at random: distinct); that mode was
+deleted on 2026-11-27 (git keeps it), so a re-run needs passages joined otherwise first.
 
 At each size: ingest chunks/s of that leg (first add -> last task done); FalkorDB's RSS and
 RSS per chunk; search_memory through the query service over HTTP, vector and hybrid, the
@@ -125,14 +126,14 @@ async def ingest_to(front: Front, redis: redis.asyncio.Redis, graph, target: int
 
 
 async def preload(store: GraphStore, redis: redis.asyncio.Redis, server: TableOllama,
-                  target: int, make_docs, paragraph_tokens: int) -> dict:
+                  target: int, make_docs) -> dict:
     """Documents written straight into FalkorDB until the namespace holds ``target`` chunks
     (see the module's ``--preload``); a progress line every 30 s."""
     graph = store.graph("default")
     settings = store.settings
     # the workers' embedder names its model so (shared/embed_ollama.py); another name is refused
     prop = await prepare_namespace(store, "default", f"ollama:{settings.ollama_model}", 384)
-    chunker = chunker_for(Settings.from_env(environ={}, chunk_paragraph_tokens=paragraph_tokens))
+    chunker = chunker_for(Settings.from_env(environ={}))
     have = first = await chunk_count(redis, graph)
     started = shown = time.perf_counter()
 
@@ -258,7 +259,7 @@ async def run(args: argparse.Namespace, stack: Stack, server: TableOllama,
             if args.preload:
                 print(f"preloading to {int(size * args.preload):,} chunks", flush=True)
                 loaded = await preload(store, client, server, int(size * args.preload),
-                                       make_docs, args.paragraph_tokens)
+                                       make_docs)
             print(f"ingesting to {size:,} chunks", flush=True)
             row = await ingest_to(front, client, graph, size, make_docs, args)
             row.update(loaded)
@@ -300,8 +301,6 @@ async def main() -> None:
     parser.add_argument("--real", type=int, default=TABLE,
                         help="real passages in the server's table (embedded once, cached)")
     parser.add_argument("--deadline", default="", help="UTC HH:MM: stop adding then")
-    parser.add_argument("--paragraph-tokens", type=int, default=0,
-                        help="ZAPOMNI_CHUNK_PARAGRAPH_TOKENS of the workers (see the module)")
     parser.add_argument("--preload", type=float, default=0.0,
                         help="share of each size written without the queue (0 to 0.99)")
     args = parser.parse_args()
@@ -315,8 +314,7 @@ async def main() -> None:
             ThreadedServer(server.app) as http:
         stack = Stack(Path(tmp))
         stack.start(workers=args.workers, env={
-            "ZAPOMNI_OLLAMA_URL": http.url, "ZAPOMNI_GRAPH_AUTO": "false",
-            "ZAPOMNI_CHUNK_PARAGRAPH_TOKENS": str(args.paragraph_tokens)})
+            "ZAPOMNI_OLLAMA_URL": http.url, "ZAPOMNI_GRAPH_AUTO": "false"})
         try:
             rows = await run(args, stack, server, passages, asked, queries)
         finally:
@@ -325,12 +323,12 @@ async def main() -> None:
     print(f"server answers: {server.exact} whole, {server.joined} joined, "
           f"{server.perturbed} perturbed")
     print("joined chunks' cosine to the model's own vector: "
-          f"{chunk_fidelity(server, sample, args.paragraph_tokens)}")
+          f"{chunk_fidelity(server, sample)}")
 
 
-def chunk_fidelity(server: TableOllama, sample: list[str], paragraph_tokens: int) -> float:
+def chunk_fidelity(server: TableOllama, sample: list[str]) -> float:
     """On chunks cut the way the workers cut them."""
-    chunker = chunker_for(Settings.from_env(environ={}, chunk_paragraph_tokens=paragraph_tokens))
+    chunker = chunker_for(Settings.from_env(environ={}))
     texts = [c.text for doc in sample for c in chunker.split(doc)][:64]
     return round(fidelity(server, texts), 4)
 

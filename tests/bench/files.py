@@ -54,7 +54,7 @@ def raw_embedder(roots: list[Path], selection: Selection, threads: int) -> dict:
              and isinstance(item := load_file(found, root_key(root), selection.max_bytes),
                             Loaded)]
     chunks = [c.text for text in texts for c in chunker.split(text)]
-    embedder = OnnxEmbedder(threads=threads, batch=settings.onnx_batch)
+    embedder = OnnxEmbedder(threads=threads)
     embedder.embed_sync(chunks[:32])  # warm up
     started = time.perf_counter()
     embedder.embed_sync(chunks)

@@ -106,7 +106,8 @@ async def drain(settings: Settings, queue: redis.asyncio.Redis, url: str,
     if not args.drain:
         return None, None, None
     started = time.perf_counter()
-    with worker_processes(settings, args.workers):
+    with worker_processes(settings, args.workers,  # every chunk embedded, as measured
+                          constants={"zapomni.workers.resources.CACHE_DAYS": 0}):
         await wait_tasks(queue, list(accepted.values()), timeout=args.drain_timeout,
                          until=("done", "failed", "cancelled"))
     seconds = time.perf_counter() - started
@@ -127,7 +128,7 @@ async def run(args: argparse.Namespace) -> dict:
         settings = Settings.from_env(
             environ={}, redis_url=f"{queue_url}/0", falkordb_url=graph_url,
             query_url="http://127.0.0.1:0", ollama_url=ollama.url, max_queue_bytes=cap,
-            graph_auto=False, embed_cache_days=0, request_timeout=60.0)
+            graph_auto=False, request_timeout=60.0)
         queue = redis.asyncio.Redis.from_url(settings.redis_url)
         idle = await memory_info(queue)
         stats: dict = {"refused": 0, "other_errors": []}

@@ -56,7 +56,7 @@ def precision(settings: Settings) -> dict:
     judged = {(r["doc"], r["name"]): r["correct"] for r in jsonl(SPOTCHECK)}
     ids = {doc for doc, _ in judged}
     docs = [d for d in jsonl(DATA / "hotpotqa_train100" / "corpus.jsonl") if d["_id"] in ids]
-    found = EntityModel(settings.spacy_model, gate=settings.name_gate).extract(
+    found = EntityModel(settings.spacy_model).extract(
         [f"{d['title']}\n\n{d['text']}" for d in docs])
     verdicts, unjudged = [], 0
     for doc, entities in zip(docs, found, strict=True):

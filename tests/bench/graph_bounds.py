@@ -33,6 +33,7 @@ import redis.asyncio
 
 from tests.bench.retrieval import DATA, RESULTS, jsonl
 from tests.support.graph import broken, stored
+from tests.support.patched_worker import set_constants
 from tests.support.servers import falkordb_process
 from tests.support.workers import on_graph_batch, run_workers, wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
@@ -114,7 +115,7 @@ async def probe(url: str, namespace: str, how: str) -> dict:
         job = GraphJob(task_id="task_probe", namespace=namespace, rebuild=True)
         total = int((await run(g, graph.cypher_graph.GRAPH_COUNT, {"memory_ids": None,
                                                              "rebuild": True}))[0][0])
-        parts = await graph.plan(g, job, total, settings.graph_part_chunks)
+        parts = await graph.plan(g, job, total, graph.PART_CHUNKS)
         res = type("Res", (), {"settings": settings})()
         read = 0
         for part in parts:
@@ -153,7 +154,7 @@ async def ner_sample(settings: Settings, texts: list[str], sample: int) -> dict:
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     try:
         receipt = await ops.build_graph(front, BuildGraph(namespace="sample"))
-        with worker_processes(settings, 1) as procs:
+        with worker_processes(settings, 1, constants=LONG_JOBS) as procs:
             peak = 0.0
             waiting = asyncio.create_task(wait_tasks(client, [receipt.task_id], timeout=3600))
             while not waiting.done():
@@ -215,7 +216,7 @@ async def cancels(settings: Settings, docs: int) -> list[dict]:
                 "rewritten": f"0/{total}", **await counts(settings),
                 "broken": sum((await broken(settings, "cancel")).values())}]
         print(json.dumps(out[-1]), flush=True)
-        batches = -(-total // settings.graph_batch)
+        batches = -(-total // graph.BATCH)
         for share in (0.1, 0.5, 0.9, None):
             out.append(await rebuild_cancelled_at(settings, front, share, batches))
             print(json.dumps(out[-1]), flush=True)
@@ -224,12 +225,16 @@ async def cancels(settings: Settings, docs: int) -> list[dict]:
     return out
 
 
+# as measured: jobs of up to 600 s (JOB_TIMEOUT), here and in the worker processes
+LONG_JOBS = {"zapomni.workers.outcome.JOB_TIMEOUT": 600, "zapomni.workers.graph.JOB_TIMEOUT": 600}
+
+
 async def bench(args: argparse.Namespace) -> dict:
+    set_constants(LONG_JOBS)
     with falkordb_process() as url:
         settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                      query_url=f"http://127.0.0.1:{free_port()}",
-                                     max_queue_depth=1_000_000, graph_auto=False,
-                                     job_timeout=600)
+                                     max_queue_depth=1_000_000, graph_auto=False)
         texts = paragraphs()
         result = {"paging": await paging(settings, texts, args.chunks)}
         result["ner_sample"] = await ner_sample(settings, texts, args.sample)

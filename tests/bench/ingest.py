@@ -51,7 +51,7 @@ def raw_embedder(texts: list[str]) -> dict:
     settings = Settings.from_env(environ={})
     chunker = chunker_for(settings)
     chunks = [c.text for text in texts for c in chunker.split(text)]
-    embedder = OnnxEmbedder(threads=settings.onnx_threads, batch=settings.onnx_batch)
+    embedder = OnnxEmbedder(threads=settings.onnx_threads)
     embedder.embed_sync(chunks[:32])  # warm up
     started = time.perf_counter()
     embedder.embed_sync(chunks)

@@ -26,6 +26,7 @@ from tests.support.servers import ThreadedServer, falkordb_process
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.settings import Settings
 
 RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
@@ -34,7 +35,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
 async def measure(settings: Settings, root: Path) -> dict:
     with ThreadedServer(http_app(settings)) as server:
         async with Matrix(f"{server.url}/mcp", settings.redis_url,
-                          settings.queue_name) as matrix:
+                          QUEUE_NAME) as matrix:
             seeds = await seed(matrix, settings)
             started = time.perf_counter()
             verdict = await run_matrix(matrix, seeds, str(root))

@@ -1,9 +1,7 @@
 """The keyword signal at 100k chunks: SciFact's labelled abstracts mixed into 100k unrelated
 real passages, hybrid latency and nDCG@10 for each way of doing the keyword signal's work.
 
-    ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--postings 20000 5000]
-                              [--summed-here 0 5000] [--keyword-pool 100 200] [--profile]
-                              [--history]
+    ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--profile] [--history]
 
 SciFact (../shared/data/scifact: 5,183 abstracts, one memory and one chunk each) and
 ``--distractors`` passages of this machine's own text (Python's standard library sources and
@@ -20,10 +18,9 @@ FalkorDB; searched in process (search_memory, the query service's own function, 
 vectors cached in Redis), each variant: every question once to warm (cold figures from this
 pass where the cache matters), then timed in hybrid mode, then nDCG@10 of hybrid and keyword.
 Variants: no document-frequency cache and no stored lengths (each chunk's ``words`` removed:
-counted per search, as before); the cache; + stored lengths; + a bound on the postings the
-pool query sums (``ZAPOMNI_KEYWORD_POSTINGS``); ``--summed-here``: the pool chosen from
-postings cached in the query service (services/query/postings.py), with those bounds, and
-``--keyword-pool``: with each number of candidates re-scored with BM25;
+counted per search, as before); the cache; + stored lengths (the pool summed in FalkorDB);
+the pool chosen from postings cached in the query service (services/query/postings.py). The
+postings bound and the pool sizes this once compared (docs/benchmarks.md) are gone;
 ``--profile``: each FalkorDB query of the last variant timed. Prints a table; writes
 tests/bench/results/keyword_scale.json. Not part of the test suite.
 """
@@ -280,21 +277,14 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
         report["variants"].append(await variant("document-frequency cache", store, embedder,
                                                 client, settings, queries, doc_of))
         await restore_words(plain)
-    default_pool = settings.keyword_pool
-    runs = [(False, p, default_pool) for p in [0, *args.postings]] + [
-        (True, p, pool) for p in args.summed_here for pool in args.keyword_pool]
-    for here, postings, pool in runs:
-        bounded = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0",
-                                    keyword_postings=postings, keyword_pool=pool)
-        name = ("pool from cached postings" if here else "+ stored lengths") + (
-            f", postings <= {postings:,}" if postings else "") + (
-            f", {pool} re-scored" if pool != default_pool else "")
+    for here in (False, True):
+        name = "pool from cached postings" if here else "+ stored lengths"
         postings_cache.CACHE.capacity = postings_cache.CACHED_POSTINGS if here else 0
-        report["variants"].append(await variant(name, store, embedder, client, bounded,
+        report["variants"].append(await variant(name, store, embedder, client, settings,
                                                 queries, doc_of))
     if args.profile:
         print("profile of the last variant, warm:", flush=True)
-        report["profile"] = await profile(store, embedder, client, bounded, queries)
+        report["profile"] = await profile(store, embedder, client, settings, queries)
     await client.aclose()
     await store.aclose()
     return report
@@ -346,14 +336,6 @@ async def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--distractors", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--postings", type=int, nargs="*", default=[20_000, 10_000, 5_000])
-    parser.add_argument("--summed-here", type=int, nargs="*", default=[0],
-                        help="postings bounds of the variants whose pool is chosen from "
-                        "postings cached in the query service (0: no bound)")
-    parser.add_argument("--keyword-pool", type=int, nargs="+",
-                        default=[Settings().keyword_pool],
-                        help="candidates re-scored with BM25 (ZAPOMNI_KEYWORD_POOL) in each "
-                        "--summed-here variant")
     parser.add_argument("--profile", action="store_true",
                         help="time each FalkorDB query of the last variant's searches")
     parser.add_argument("--history", action="store_true",

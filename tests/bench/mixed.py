@@ -17,7 +17,7 @@ LoCoMo conversation conv-30's questions (R@10, categories 1-4) in every mode:
   into one big memory on the questions' own topics. A hit in it counts as the paragraphs
   at least half inside its span (else the one it overlaps most): what the agent reads.
 
-Each namespace is asked through one query service per cap (ZAPOMNI_MAX_PER_MEMORY). Besides
+Each namespace is asked through one query service per cap (MAX_PER_MEMORY). Besides
 quality, each row says how many of the top 10 results the namespace's biggest memory, and the
 joined memory, hold on average. Prints a table and writes tests/bench/results/mixed.json;
 ``--dump`` also writes each question's top 10 (documents, scores, signals, the passage's
@@ -53,6 +53,7 @@ from tests.bench.retrieval import (
     reset,
 )
 from tests.support.servers import ThreadedServer
+from zapomni.services.query import search
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.protocol.answers import SearchHit, SearchResponse
@@ -210,8 +211,7 @@ async def measure(http: httpx2.AsyncClient, asked: dict[str, list[Query]], varia
 async def run(args: argparse.Namespace, url: str) -> list[dict]:
     settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                  query_url=f"http://127.0.0.1:{free_port()}",
-                                 max_queue_depth=1_000_000,
-                                 embed_cache_max=1_000_000)  # a re-run embeds nothing again
+                                 max_queue_depth=1_000_000)
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     await reset(client)
     await client.aclose()
@@ -228,8 +228,8 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     context = {"docs": docs, "owners": owners, "spans": spans, "joined": joined}
     rows = []
     for cap in args.caps:
-        capped = msgspec.structs.replace(settings, max_per_memory=cap)
-        with ThreadedServer(build_app(capped), port=free_port()) as server:
+        search.MAX_PER_MEMORY = cap  # the query service runs in this process
+        with ThreadedServer(build_app(settings), port=free_port()) as server:
             async with httpx2.AsyncClient(base_url=server.url, timeout=120) as http:
                 for variant in args.variants:
                     for mode in args.modes:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer
-from zapomni.shared.embed import make_embedder
+from zapomni.shared.embed_ollama import OllamaEmbedder
 from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +41,10 @@ def texts(count: int, offset: int) -> list[str]:
 
 def embed_in_process(url: str, count: int, offset: int, batch: int, start_at: float) -> dict:
     """One worker's embedder over ``count`` texts; runs in a child process."""
-    settings = Settings.from_env(environ={}, ollama_url=url, embed_batch=batch)
+    settings = Settings.from_env(environ={}, ollama_url=url)
 
     async def go() -> dict:
-        embedder = make_embedder(settings)
+        embedder = OllamaEmbedder(settings.ollama_url, settings.ollama_model, batch=batch)
         await embedder.dimension()
         work = texts(count, offset)
         while time.time() < start_at:  # every process starts together

@@ -41,6 +41,7 @@ from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.protocol.base import TASK_STATES
@@ -118,7 +119,7 @@ async def settle(client: redis.asyncio.Redis, settings: Settings, timeout: float
     """Until no task of any kind is queued or running (graph tasks that follow ingests
     included); seconds it took."""
     started = time.monotonic()
-    ttl = settings.task_ttl_days * 86400
+    ttl = tasks.TASK_TTL
     async with asyncio.timeout(timeout):
         while True:
             counts = await tasks.task_totals(client, ttl)
@@ -139,7 +140,7 @@ async def check(client: redis.asyncio.Redis, settings: Settings, ledger: Ledger)
                             strict=False)
         except msgspec.ValidationError:
             unreadable += 1
-    counts = await tasks.task_totals(client, settings.task_ttl_days * 86400)
+    counts = await tasks.task_totals(client, tasks.TASK_TTL)
     orphans = await query(settings, "MATCH (c:Chunk) WHERE NOT ()-[:HAS_CHUNK]->(c) "
                                     "RETURN count(c)")
     return {
@@ -161,7 +162,7 @@ async def sweep_once(settings: Settings, client: redis.asyncio.Redis) -> None:
     try:
         job = await queue.enqueue_job(SWEEP, _job_id=f"bench-sweep-{time.time()}")
         async with asyncio.timeout(300):
-            while await client.zscore(settings.queue_name, job.job_id) is not None:
+            while await client.zscore(QUEUE_NAME, job.job_id) is not None:
                 await asyncio.sleep(0.5)
     finally:
         await queue.aclose()
@@ -174,7 +175,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     ledger, stop, rng = Ledger(), asyncio.Event(), random.Random(args.seed)
     RESULTS.mkdir(parents=True, exist_ok=True)
     with (RESULTS / "races.log").open("ab") as log:
-        pool = WorkerPool(settings, log)
+        pool = WorkerPool(settings, log, constants={"zapomni.workers.ingest.PART_CHUNKS": 8})
         for _ in range(args.workers):
             pool.start()
         killer = None if args.no_kill else asyncio.create_task(kill_loop(pool, ledger, stop,
@@ -218,8 +219,8 @@ async def campaign(args: argparse.Namespace) -> dict:
             settings = Settings.from_env(
                 environ={}, redis_url=f"{queue_server.url}/0", falkordb_url=graph_server.url,
                 query_url=f"http://127.0.0.1:{free_port()}", ollama_url=ollama.url,
-                ollama_model="nomic-embed-text", part_chunks=8, chunk_tokens=64,
-                chunk_overlap=8, max_queue_depth=1_000_000, request_timeout=5.0)
+                ollama_model="nomic-embed-text", chunk_tokens=64, max_queue_depth=1_000_000,
+                request_timeout=5.0)
             query_port = int(settings.query_url.rsplit(":", 1)[1])
             with ThreadedServer(build_app(settings), port=query_port):
                 return await run(args, settings)

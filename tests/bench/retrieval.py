@@ -1,8 +1,7 @@
 """Retrieval benchmark on public data (../shared/data), through the product's own paths.
 
     ./dev bench retrieval [--datasets scifact locomo hotpotqa musique] [--workers 2]
-                          [--ollama URL --ollama-model NAME] [--max-per-memory 0 3]
-                          [--keyword-pool 100 200]
+                          [--ollama URL --ollama-model NAME]
 
 Documents go in through the front's code path (validation, task records, the arq queue) and
 real worker processes; every query goes through the query service over HTTP in each mode.
@@ -17,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import math
 import statistics
@@ -35,7 +33,9 @@ from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
+from zapomni.services.query import search
 from zapomni.services.query.app import build_app
+from zapomni.services.query.search import WEIGHTS
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
 from zapomni.shared import tasks
 from zapomni.shared.protocol.answers import SearchResponse
@@ -214,7 +214,7 @@ async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
     return ranked, latencies, scores
 
 
-NO_GRAPH = "-no-graph"  # hybrid served by a second query service with weight_graph 0
+NO_GRAPH = "-no-graph"  # hybrid with the graph signal's weight at 0 (search.WEIGHTS)
 MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH)
 
 
@@ -226,9 +226,6 @@ def percentile(values: list[float], p: float) -> float:
 async def run(args: argparse.Namespace, url: str) -> list[dict]:
     overrides = {"ollama_url": args.ollama, "ollama_model": args.ollama_model} \
         if args.ollama else {}
-    overrides.update({k: v for k, v in (("rrf_k", args.rrf_k), ("weight_vector",
-                      args.weight_vector), ("weight_keyword", args.weight_keyword),
-                      ("weight_graph", args.weight_graph)) if v is not None})
     query_port = free_port()
     settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
                                  query_url=f"http://127.0.0.1:{query_port}",
@@ -242,31 +239,27 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
         owners, seconds, graphed = await ingest(settings, docs, args.workers)
         print(f"{name}: {len(docs)} docs searchable in {seconds:.1f}s, entities "
               f"extracted in {graphed:.1f}s", flush=True)
-        for cap, pool in itertools.product(args.max_per_memory, args.keyword_pool):
-            capped = msgspec.structs.replace(settings, max_per_memory=cap, keyword_pool=pool)
-            for row in await search_modes(args, capped, name, queries, owners):
-                rows.append({**row, "ingest_s": round(seconds, 1), "graph_s": round(graphed, 1)})
-                print(json.dumps(rows[-1]), flush=True)
+        for row in await search_modes(args, settings, name, queries, owners):
+            rows.append({**row, "ingest_s": round(seconds, 1), "graph_s": round(graphed, 1)})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
                        queries: list[Query], owners: dict) -> list[dict]:
-    """Every mode's scores on one data set, through a query service with ``settings`` (and
-    one with the graph's weight 0, for hybrid-no-graph)."""
+    """Every mode's scores on one data set, through a query service with ``settings`` (in this
+    process: hybrid-no-graph is hybrid asked while the graph's weight is 0)."""
     rows = []
-    plain = msgspec.structs.replace(settings, weight_graph=0.0)
-    with ThreadedServer(build_app(settings), port=free_port()) as server, \
-            ThreadedServer(build_app(plain), port=free_port()) as no_graph:
-        async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http, \
-                httpx2.AsyncClient(base_url=no_graph.url, timeout=60) as http_no_graph:
+    with ThreadedServer(build_app(settings), port=free_port()) as server:
+        async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http:
             for mode in args.modes:
-                client = http_no_graph if mode.endswith(NO_GRAPH) else http
-                ranked, latencies, scores = await search_all(client, queries, mode, owners)
+                search.WEIGHTS = {**WEIGHTS, "graph": 0.0} if mode.endswith(NO_GRAPH) else WEIGHTS
+                ranked, latencies, scores = await search_all(http, queries, mode, owners)
+                search.WEIGHTS = WEIGHTS
                 if args.dump:
                     dump(args.dump, name, mode, queries, ranked, scores)
-                rows.append({"dataset": name, "mode": mode, "cap": settings.max_per_memory,
-                             "pool": settings.keyword_pool,
+                rows.append({"dataset": name, "mode": mode, "cap": search.MAX_PER_MEMORY,
+                             "pool": search.KEYWORD_POOL,
                              "queries": len(queries), **score(name, queries, ranked),
                              "p50_ms": percentile(latencies, 0.5),
                              "p95_ms": percentile(latencies, 0.95)})
@@ -318,18 +311,8 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ollama", default="", help="an Ollama URL instead of the ONNX model")
     parser.add_argument("--ollama-model", default="nomic-embed-text")
-    parser.add_argument("--rrf-k", type=int, help="override ZAPOMNI_RRF_K")
-    parser.add_argument("--weight-vector", type=float, help="override ZAPOMNI_WEIGHT_VECTOR")
-    parser.add_argument("--weight-keyword", type=float, help="override ZAPOMNI_WEIGHT_KEYWORD")
     parser.add_argument("--dump", type=Path, help="write each query's ranking here (JSON)")
-    parser.add_argument("--weight-graph", type=float, help="override ZAPOMNI_WEIGHT_GRAPH")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--max-per-memory", nargs="+", type=int,
-                        default=[Settings().max_per_memory],
-                        help="ZAPOMNI_MAX_PER_MEMORY; several: each on the same ingest")
-    parser.add_argument("--keyword-pool", nargs="+", type=int,
-                        default=[Settings().keyword_pool],
-                        help="ZAPOMNI_KEYWORD_POOL; several: each on the same ingest")
     args = parser.parse_args()
     async with cached_store() as url:
         rows = await run(args, url)

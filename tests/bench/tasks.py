@@ -23,11 +23,11 @@ import json
 import time
 from pathlib import Path
 
-import msgspec
 import redis.asyncio
 
 from tests.support.servers import falkordb_process
 from zapomni.shared import adds, capacity, deletes, tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.queue import connect_queue
 from zapomni.shared.settings import Settings
@@ -37,18 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
 
 
-class Days(float):
-    """Record lives of a few seconds, given as days: its product with a day is whole seconds
-    (Redis's EXPIRE takes no fraction), whichever way a version multiplies it."""
-
-    def __mul__(self, other: object) -> int:
-        return round(float(self) * float(other))  # type: ignore[arg-type]
-
-
 async def drain(redis: redis.asyncio.Redis, settings: Settings) -> None:
     """Every job off the queue, as arq does when jobs end, and their bytes released."""
     while True:
-        ids = [i.decode() for i, _ in await redis.zpopmin(settings.queue_name, 1000)]
+        ids = [i.decode() for i, _ in await redis.zpopmin(QUEUE_NAME, 1000)]
         if not ids:
             return
         await redis.delete(*(f"arq:job:{i}" for i in ids))
@@ -91,10 +83,9 @@ async def settle(client: redis.asyncio.Redis) -> dict:
 
 
 async def run(args: argparse.Namespace, url: str) -> dict:
-    settings = msgspec.structs.replace(
-        Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
-                          max_queue_depth=10_000_000),
-        task_ttl_days=Days(args.ttl / 86400))
+    settings = Settings.from_env(environ={}, redis_url=f"{url}/0", falkordb_url=url,
+                                 max_queue_depth=10_000_000)
+    tasks.TASK_TTL = int(args.ttl)  # records that expire within the run (in this process)
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     queue = connect_queue(settings)
     await client.flushall()

@@ -46,6 +46,7 @@ from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared import capacity
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.chunking import chunker_for
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.errors import Overloaded
@@ -110,8 +111,7 @@ def raw_embedder(texts: list[str], threads: int | None = None) -> dict:
     settings = Settings.from_env(environ={})
     chunker = chunker_for(settings)
     chunks = [c.text for text in texts for c in chunker.split(text)]
-    embedder = OnnxEmbedder(threads=settings.onnx_threads if threads is None else threads,
-                            batch=settings.onnx_batch)
+    embedder = OnnxEmbedder(threads=settings.onnx_threads if threads is None else threads)
     embedder.embed_sync(chunks[:64])  # warm up
     started, cpu = time.perf_counter(), time.process_time()
     embedder.embed_sync(chunks)
@@ -148,7 +148,7 @@ class Producer:
                     receipt = await ops.add_memory(self.front, memory)
                 except Overloaded as exc:
                     queued = await capacity.queued_bytes(self.front.redis)
-                    depth = await self.front.redis.zcard(self.front.settings.queue_name)
+                    depth = await self.front.redis.zcard(QUEUE_NAME)
                     self.refusals.append({"bytes": queued, "jobs": depth,
                                           "below_cap": queued + len(text) * 2 < self.cap,
                                           "message": exc.message})
@@ -174,7 +174,7 @@ async def ingest(settings: Settings, convs: list, workers: int, producers: int) 
 
     async def watch() -> None:
         while True:
-            peak["jobs"] = max(peak["jobs"], await client.zcard(settings.queue_name))
+            peak["jobs"] = max(peak["jobs"], await client.zcard(QUEUE_NAME))
             peak["bytes"] = max(peak["bytes"], await capacity.queued_bytes(client))
             await asyncio.sleep(0.5)
 

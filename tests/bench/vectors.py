@@ -46,7 +46,7 @@ from tests.support.vectors import (
 )
 from zapomni.shared.embed import to_params
 from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building
+from zapomni.shared.graphstore import HNSW, GraphStore, indexes_building
 from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
@@ -213,7 +213,7 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
     store = GraphStore(settings)
     await prepare_namespace(store, "default", OnnxEmbedder.name, 384)
     graph = store.graph("default")
-    configured = (settings.hnsw_m, settings.hnsw_ef_construction, settings.hnsw_ef_runtime)
+    configured = (HNSW["m"], HNSW["ef_construction"], HNSW["ef_runtime"])
     query_url = f"http://127.0.0.1:{stack.ports['--query-port']}"
     ids: dict[str, int] = {}
     report: dict = {"configured": configured, "real": min(args.real, largest),

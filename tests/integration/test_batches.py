@@ -14,6 +14,7 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import capacity, tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.errors import Overloaded
 from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.migrate import prepare_namespace
@@ -47,7 +48,7 @@ async def test_adds_made_while_no_worker_runs_share_a_job_and_keep_their_tasks(
         settings, front, aredis, query_service):
     added = [await add(front, text, {"thread": "voyage"}) for text in TURNS]
     assert len({r.task_id for r in added}) == len(TURNS)
-    assert await aredis.zcard(settings.queue_name) == 1  # one job holds them all
+    assert await aredis.zcard(QUEUE_NAME) == 1  # one job holds them all
     records = [await ops.task_status(front, r.task_id) for r in added]
     assert {r.batch for r in records} == {added[0].task_id}
     assert [r.state for r in records] == ["queued"] * len(TURNS)
@@ -169,7 +170,7 @@ async def test_a_large_memory_has_a_job_of_its_own(settings, front, aredis):
     small = await add(front, TURNS[0])
     large = await add(front, " ".join(TURNS) * 60)  # over adds.MEMBER_BYTES
     after = await add(front, TURNS[1])
-    assert await aredis.zcard(settings.queue_name) == 2
+    assert await aredis.zcard(QUEUE_NAME) == 2
     assert (await ops.task_status(front, large.task_id)).batch == large.task_id
     assert (await ops.task_status(front, after.task_id)).batch == small.task_id
     await run_workers(settings)
@@ -181,7 +182,7 @@ async def test_joining_a_batch_is_refused_only_past_the_bytes(settings, aredis):
     one_job = Front(msgspec.structs.replace(settings, max_queue_depth=1))
     try:
         joined = [await add(one_job, text) for text in TURNS]
-        assert await aredis.zcard(settings.queue_name) == 1
+        assert await aredis.zcard(QUEUE_NAME) == 1
         with pytest.raises(Overloaded, match="jobs"):
             await add(one_job, TURNS[0], namespace="elsewhere")  # would be a second job
     finally:

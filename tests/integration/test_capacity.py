@@ -12,6 +12,7 @@ from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
 from zapomni.shared import capacity
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.ids import part_job_id
 from zapomni.shared.protocol.jobs import DeleteJob
 from zapomni.shared.queue import DELETE, connect_queue, enqueue, payload_size
@@ -31,9 +32,9 @@ def text(tag: str, size: int = 100_000) -> str:
 
 
 @pytest.fixture
-def capped(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, max_queue_bytes=CAP, part_chunks=16,
-                                   graph_auto=False)
+def capped(settings: Settings, part_chunks) -> Settings:
+    part_chunks(16)
+    return msgspec.structs.replace(settings, max_queue_bytes=CAP, graph_auto=False)
 
 
 async def held(aredis) -> tuple[dict[str, int], int]:
@@ -66,7 +67,7 @@ async def test_bytes_past_the_limit_are_refused_until_jobs_end(capped, query_ser
         assert total == sum(entries.values()) > 200_000
         assert len(await aredis.keys("zapomni:task:*")) == 2
         assert len(await aredis.keys("zapomni:mem:*")) == 2
-        assert await aredis.zcard(capped.queue_name) == 2
+        assert await aredis.zcard(QUEUE_NAME) == 2
 
         await run_one_job(capped)  # a's ingest job: it writes part 0, queues the rest
         entries, total = await held(aredis)

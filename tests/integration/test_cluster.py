@@ -67,7 +67,7 @@ def on_cluster(settings: Settings, cluster: Cluster) -> Settings:
     """The queue and task records stay on the test's one Redis; the graphs go to the cluster,
     and a task is done once one replica has its writes."""
     return msgspec.structs.replace(settings, falkordb_url=cluster.url, falkordb_cluster=True,
-                                   falkordb_wait_replicas=1, max_tries=8)
+                                   falkordb_wait_replicas=1)
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ async def found(client: Client, question: str, namespace: str) -> list[str]:
 
 @pytest.mark.timeout(600)  # 80 s measured on a host at load 30, cluster start included
 async def test_namespaces_on_every_master_are_written_and_searched(cluster, on_cluster,
-                                                                  client, aredis):
+                                                                  client, aredis, part_chunks):
     spread = spread_namespaces(cluster, per_master=2)
     receipts = {ns: await add(client, FACTS[:3], ns) for names in spread.values()
                 for ns in names}
@@ -132,8 +132,9 @@ async def test_namespaces_on_every_master_are_written_and_searched(cluster, on_c
     documents = {names[0]: await call(client, "add_memory", text=ARTICLE, namespace=names[0])
                  for names in spread.values()}
 
-    await run_workers(msgspec.structs.replace(on_cluster, part_chunks=4, chunk_tokens=64,
-                                              chunk_overlap=8), count=2, timeout=300)
+    part_chunks(4)
+    await run_workers(msgspec.structs.replace(on_cluster, chunk_tokens=64), count=2,
+                      timeout=300)
 
     await wait_tasks(aredis, [r["task_id"] for rs in receipts.values() for r in rs]
                      + [r["task_id"] for r in documents.values()])

@@ -32,7 +32,7 @@ def settings(falkordb_url):
     client = redis.Redis.from_url(falkordb_url)
     client.flushall()
     client.close()
-    return make_settings(falkordb_url, chunk_tokens=96, chunk_overlap=16)
+    return make_settings(falkordb_url, chunk_tokens=96)
 
 
 @pytest.fixture

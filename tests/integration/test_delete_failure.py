@@ -5,7 +5,6 @@ cue here); everything else is real: Redis, FalkorDB, the worker, the front's cod
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from tests.integration.test_races import LONG, nothing_stored
@@ -17,13 +16,13 @@ from zapomni.shared import tasks
 from zapomni.shared.errors import StoreError
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.store import cypher_memories
-from zapomni.workers import store
+from zapomni.workers import outcome, store
 
 
 @pytest.mark.parametrize("failing", ["chunks", "memory"])
 async def test_a_delete_that_fails_for_good_can_be_made_again(settings, query_service, aredis,
                                                                monkeypatch, failing):
-    settings = msgspec.structs.replace(settings, max_tries=1)  # the first failure is final
+    monkeypatch.setattr(outcome, "MAX_TRIES", 1)  # the first failure is final
     added = await add_text(settings, LONG)
     await run_workers(settings)
     before = await stored(settings)

@@ -143,11 +143,11 @@ async def test_the_sweep_skips_a_memory_being_deleted_or_added_again(settings, f
 
 
 async def test_a_memory_still_ingesting_waits_for_its_ingest(settings, front, query_service,
-                                                             aredis):
+                                                             aredis, part_chunks):
     from zapomni.workers.main import make_worker
 
-    fan_out = msgspec.structs.replace(settings, part_chunks=2, chunk_tokens=64,
-                                      chunk_overlap=8)
+    part_chunks(2)
+    fan_out = msgspec.structs.replace(settings, chunk_tokens=64)
     text = " ".join(f"Sentence {i} of a long report on harbour cranes." for i in range(80))
     receipt = await add_text(settings, text, {"expires_in": 60})
     worker = make_worker(fan_out, burst=True, handle_signals=False)

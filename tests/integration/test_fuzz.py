@@ -19,6 +19,7 @@ from tests.support.fuzz import (
     scoped_settings,
     styled,
 )
+from zapomni.shared.capacity import QUEUE_NAME
 
 # for each JSON type a tool's schema names, a value of another type a client might send
 WRONG = {"string": 5, "integer": "5", "number": "0.5", "boolean": "yes", "object": [1],
@@ -119,6 +120,6 @@ def test_the_largest_text_goes_over_http_and_one_more_character_is_refused(setti
     with front_over_http(settings) as target:
         assert target.call("add_memory", {"text": "é" * 10_000_000}) == "accepted"
         assert target.call("add_memory", {"text": "x" * 10_000_001}) == "invalid"
-        queued = target.redis.zcard(settings.queue_name)
+        queued = target.redis.zcard(QUEUE_NAME)
         assert not target.tally.bad
     assert queued == 1

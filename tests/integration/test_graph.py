@@ -21,6 +21,7 @@ from zapomni.services.mcp.server import build_server
 from zapomni.shared import tasks
 from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.validation import decode_add_memory
+from zapomni.workers import graph as graph_path
 
 BRIDGE = [
     "Zorblax Industries hired Helena Varga as its chief engineer in Vienna.",
@@ -133,9 +134,11 @@ async def test_graph_signal_keeps_to_the_filters(client, settings):
     assert "graph" in hybrid["results"][0]["why"]
 
 
-async def test_build_graph_reports_progress_part_by_part(settings, query_service):
+async def test_build_graph_reports_progress_part_by_part(settings, query_service, monkeypatch):
+    monkeypatch.setattr(graph_path, "BATCH", 4)  # several batches and parts from 48 chunks
+    monkeypatch.setattr(graph_path, "PART_CHUNKS", 16)
     quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
-                          graph_auto=False, graph_batch=4, graph_part_chunks=16)
+                          graph_auto=False)
     receipts = [await add_text(quiet, text) for text in letters(48)]
     await run_workers(quiet)
     assert (await stored(quiet, graph=True))["extracted"] == 0  # automatic extraction is off
@@ -189,9 +192,10 @@ async def test_rebuilding_and_rerunning_creates_no_duplicates(settings, query_se
     assert await broken(settings) == dict.fromkeys(await broken(settings), 0)
 
 
-async def test_cancel_stops_a_graph_task_between_batches(settings, query_service):
+async def test_cancel_stops_a_graph_task_between_batches(settings, query_service, monkeypatch):
+    monkeypatch.setattr(graph_path, "BATCH", 2)
     quiet = make_settings(settings.falkordb_url, query_url=settings.query_url,
-                          graph_auto=False, graph_batch=2)
+                          graph_auto=False)
     await asyncio.gather(*(add_text(quiet, text) for text in letters(60)))
     await run_workers(quiet)
     front = Front(quiet)
@@ -213,7 +217,7 @@ async def test_cancel_stops_a_graph_task_between_batches(settings, query_service
     assert final.state == "cancelled" and record.state == "running", (record, final)
     # the batch under way when the cancel landed is written whole, but a cancelled task
     # takes no more progress (terminal states are final)
-    assert 4 <= final.done <= counts["extracted"] <= final.done + quiet.graph_batch < 60
+    assert 4 <= final.done <= counts["extracted"] <= final.done + graph_path.BATCH < 60
     assert await broken(quiet) == dict.fromkeys(await broken(quiet), 0)
 
 

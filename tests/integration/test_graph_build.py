@@ -25,6 +25,16 @@ from zapomni.workers.extract import ChunkEntities
 from zapomni.workers.store import EVIDENCE_KEEP, forget_entities, write_entities
 
 
+@pytest.fixture
+def sizes(monkeypatch: pytest.MonkeyPatch):
+    """Call with the graph path's sizes for one test (workers/graph.py: PART_CHUNKS, BATCH,
+    BUDGET), so a few dozen chunks make several parts, batches and continuations."""
+    def set_sizes(**values: float) -> None:
+        for name, value in values.items():
+            monkeypatch.setattr(graph, name, value)
+    return set_sizes
+
+
 def quiet(settings: Settings, **overrides) -> Settings:
     """Automatic extraction off: each test starts its graph tasks itself."""
     return make_settings(settings.falkordb_url, query_url=settings.query_url, graph_auto=False,
@@ -62,8 +72,9 @@ async def forget(settings: Settings, chunk_ids: list[str]) -> None:
         await store.aclose()
 
 
-async def test_a_build_pages_through_more_chunks_than_a_part_holds(settings, front):
-    small = quiet(settings, graph_part_chunks=8, graph_batch=3)
+async def test_a_build_pages_through_more_chunks_than_a_part_holds(settings, front, sizes):
+    sizes(PART_CHUNKS=8, BATCH=3)
+    small = quiet(settings)
     memory_ids = await ingest(small, letters(40))
     task = await build(front, small, BuildGraph(), workers=2)
     assert (task.state, task.done, task.total) == ("done", 40, 40)
@@ -91,8 +102,7 @@ async def pages(settings: Settings, parts: int) -> list[str]:
         g = store.graph("default")
         job = GraphJob(task_id="task_pages", namespace="default", rebuild=True)
         read = []
-        for part in await graph.plan(g, job, parts * settings.graph_part_chunks,
-                                     settings.graph_part_chunks):
+        for part in await graph.plan(g, job, parts * graph.PART_CHUNKS, graph.PART_CHUNKS):
             after = part.after
             while rows := await graph.next_batch(res, g, part, after):
                 read += [row[0] for row in rows]
@@ -114,8 +124,9 @@ async def pair_edge(settings: Settings) -> tuple[int, list[str]]:
 
 
 async def test_evidence_keeps_the_last_ids_and_weights_stay_exact_under_deletes(settings,
-                                                                                 front):
-    small = quiet(settings, graph_batch=5)
+                                                                                 front, sizes):
+    sizes(BATCH=5)
+    small = quiet(settings)
     memory_ids = await ingest(small, PAIR_TEXTS)
     await build(front, small, BuildGraph())
     weight, evidence = await pair_edge(small)
@@ -149,8 +160,9 @@ def hook() -> list:
 
 @pytest.mark.parametrize("share", [0.1, 0.5, 0.9])
 async def test_a_rebuild_cancelled_at_any_batch_keeps_the_whole_graph(settings, front, hook,
-                                                                      share):
-    small = quiet(settings, graph_batch=5)
+                                                                      share, sizes):
+    sizes(BATCH=5)
+    small = quiet(settings)
     await ingest(small, letters(50))
     assert (await build(front, small, BuildGraph())).state == "done"
     before = await stored(small, graph=True)
@@ -177,8 +189,9 @@ async def test_a_rebuild_cancelled_at_any_batch_keeps_the_whole_graph(settings, 
 
 
 async def test_a_plain_build_reads_back_chunks_whose_contribution_was_forgotten(settings,
-                                                                               front):
-    small = quiet(settings, graph_batch=5)
+                                                                               front, sizes):
+    sizes(BATCH=5)
+    small = quiet(settings)
     memory_ids = await ingest(small, letters(20))
     await build(front, small, BuildGraph())
     before = await stored(small, graph=True)
@@ -191,8 +204,10 @@ async def test_a_plain_build_reads_back_chunks_whose_contribution_was_forgotten(
     assert await broken(small) == consistent(await broken(small))
 
 
-async def test_a_retried_rebuild_part_does_not_rewrite_what_it_rewrote(settings, front, hook):
-    small = quiet(settings, graph_batch=5, max_tries=3)
+async def test_a_retried_rebuild_part_does_not_rewrite_what_it_rewrote(settings, front, hook,
+                                                                      sizes):
+    sizes(BATCH=5)
+    small = quiet(settings)
     await ingest(small, letters(30))
     await build(front, small, BuildGraph())
     before = await stored(small, graph=True)
@@ -213,8 +228,10 @@ async def test_a_retried_rebuild_part_does_not_rewrite_what_it_rewrote(settings,
     assert await stored(small, graph=True) == before
 
 
-async def test_a_part_over_its_time_budget_hands_the_rest_to_a_continuation(settings, front):
-    small = quiet(settings, graph_batch=4, graph_budget=1e-9)
+async def test_a_part_over_its_time_budget_hands_the_rest_to_a_continuation(settings, front,
+                                                                            sizes):
+    sizes(BATCH=4, BUDGET=1e-9)
+    small = quiet(settings)
     await ingest(small, letters(16))
     task = await build(front, small, BuildGraph())
     assert (task.state, task.done, task.total) == ("done", 16, 16)
@@ -227,9 +244,10 @@ async def test_a_part_over_its_time_budget_hands_the_rest_to_a_continuation(sett
     assert await broken(small) == consistent(await broken(small))
 
 
-async def test_runs_of_one_build_on_two_workers_write_one_graph(settings, front):
+async def test_runs_of_one_build_on_two_workers_write_one_graph(settings, front, sizes):
     """Two workers, small parts and a tiny budget: many jobs, one consistent graph."""
-    small = quiet(settings, graph_batch=2, graph_part_chunks=6, graph_budget=1e-9)
+    sizes(BATCH=2, PART_CHUNKS=6, BUDGET=1e-9)
+    small = quiet(settings)
     await ingest(small, letters(24))
     first = await build(front, small, BuildGraph(), workers=2)
     counts = await stored(small, graph=True)

@@ -7,6 +7,7 @@ import pytest
 
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
+from zapomni.services.query import hits as search_module
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.validation import decode_add_memory, decode_search
@@ -84,14 +85,15 @@ async def test_filters_on_tags_and_metadata(front, notes):
     assert await search(front, "money", filters={"metadata": {"amount": "1200"}}) == []
 
 
-async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis):
+async def test_overlapping_chunks_fold_into_one_result(falkordb_url, aredis, monkeypatch):
     from tests.conftest import make_settings
     from tests.support.servers import ThreadedServer
     from zapomni.services.mcp.front import Front
 
     # no graph built: the graph signal finds nothing and hybrid folds one list twice
-    settings = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=16, graph_auto=False,
-                             max_per_memory=0)  # no cap: every chunk is a result or folded
+    # 128 tokens: an overlap of 16, a sentence here, so neighbouring chunks share one
+    settings = make_settings(falkordb_url, chunk_tokens=128, graph_auto=False)
+    monkeypatch.setattr(search_module, "MAX_PER_MEMORY", 0)  # every chunk a result or folded
     text = " ".join(f"Harbour log {i}: the crane lifted container {i} onto the blue ship."
                     for i in range(40))
     from zapomni.services.query.app import build_app
@@ -138,11 +140,12 @@ async def search_with(settings, query: str, limit: int = 10):
 
 
 async def test_one_big_memory_holds_at_most_three_results_and_lists_the_rest(settings,
-                                                                             falkordb_url):
+                                                                             falkordb_url,
+                                                                             monkeypatch):
     from tests.conftest import make_settings
     from zapomni.services.mcp.front import Front
 
-    capped = make_settings(falkordb_url, chunk_tokens=48, chunk_overlap=0, graph_auto=False)
+    capped = make_settings(falkordb_url, chunk_tokens=48, graph_auto=False)
     front = Front(capped)
     try:
         big = (await ops.add_memory(front, decode_add_memory(CRANES, None, None))).memory_id
@@ -152,7 +155,9 @@ async def test_one_big_memory_holds_at_most_three_results_and_lists_the_rest(set
     finally:
         await front.aclose()
     query = "crane lifting a container onto the blue ship in the harbour"
-    uncapped = await search_with(make_settings(falkordb_url, max_per_memory=0), query)
+    with monkeypatch.context() as uncapping:
+        uncapping.setattr(search_module, "MAX_PER_MEMORY", 0)
+        uncapped = await search_with(make_settings(falkordb_url), query)
     assert sum(h.memory_id == big for h in uncapped) > 3  # without the cap it fills the page
     hits = await search_with(capped, query)
     held = [h for h in hits if h.memory_id == big]

@@ -14,6 +14,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.query.search import search_memory
 from zapomni.shared import tasks
 from zapomni.shared.adds import members_key
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.embed_onnx import OnnxEmbedder
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.protocol.jobs import BatchJob, IngestJob, PartJob
@@ -73,8 +74,9 @@ async def test_small_memory_becomes_one_searchable_chunk(settings, front, aredis
     assert hits[0].metadata == {"page": 12} and hits[0].tags == ["geo"]
 
 
-async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
-    settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
+async def test_large_document_fans_out_into_parts(falkordb_url, aredis, part_chunks):
+    part_chunks(4)
+    settings = make_settings(falkordb_url, chunk_tokens=64)
     receipt = await add_text(settings, ARTICLE)
     await run_workers(settings, count=2)
 
@@ -96,10 +98,12 @@ async def test_large_document_fans_out_into_parts(falkordb_url, aredis):
     assert hits[0].memory_id == receipt.memory_id and "1842" in hits[0].text
 
 
-async def test_a_memory_is_found_from_its_first_part_as_still_ingesting(falkordb_url, aredis):
+async def test_a_memory_is_found_from_its_first_part_as_still_ingesting(falkordb_url, aredis,
+                                                                       part_chunks):
     from zapomni.workers.main import make_worker
 
-    settings = make_settings(falkordb_url, part_chunks=4, chunk_tokens=64, chunk_overlap=8)
+    part_chunks(4)
+    settings = make_settings(falkordb_url, chunk_tokens=64)
     receipt = await add_text(settings, ARTICLE)
     for _ in range(2):  # the ingest job (it writes part 1 and fans out), then a part
         worker = make_worker(settings, burst=True, handle_signals=False)
@@ -128,7 +132,7 @@ async def test_same_text_twice_is_one_memory(settings, front, aredis):
     assert again.memory_id == first.memory_id and again.task_id == first.task_id
     assert again.duplicate and not first.duplicate
     assert elsewhere.memory_id != first.memory_id and not elsewhere.duplicate
-    assert await aredis.zcard(settings.queue_name) == 2
+    assert await aredis.zcard(QUEUE_NAME) == 2
 
     await run_workers(settings)
     after = await add(front, "Remember to water the ficus on Fridays.")
@@ -137,11 +141,12 @@ async def test_same_text_twice_is_one_memory(settings, front, aredis):
     assert (await stored(settings, "home"))["memories"] == 1
 
 
-@pytest.mark.parametrize("part_chunks", [1000, 4])
-async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, part_chunks):
+@pytest.mark.parametrize("part_size", [1000, 4])
+async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, part_chunks,
+                                                        part_size):
     """arq delivers at least once: every job, run a second time, changes nothing."""
-    settings = make_settings(falkordb_url, part_chunks=part_chunks, chunk_tokens=64,
-                             chunk_overlap=8)
+    part_chunks(part_size)
+    settings = make_settings(falkordb_url, chunk_tokens=64)
     from zapomni.services.mcp.front import Front
 
     front = Front(settings)
@@ -157,7 +162,7 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
         await front.redis.enqueue_job(INGEST_BATCH, BatchJob(batch_id="again-ingest",
                                                              namespace="default", alone=True),
                                       _job_id="again-ingest")
-        if part_chunks == 4:
+        if part_size == 4:
             chunks = (await query(settings, "MATCH (c:Chunk) RETURN count(c)"))[0][0]
             from zapomni.shared.chunking import Chunker
 
@@ -183,18 +188,12 @@ PIERS = [
 NOTES = "\n\n".join(PIERS)
 
 
-@pytest.mark.parametrize("paragraph_tokens", [32, 0])
-async def test_a_memory_of_paragraphs_is_stored_one_paragraph_a_chunk(falkordb_url, aredis,
-                                                                      paragraph_tokens):
-    """ZAPOMNI_CHUNK_PARAGRAPH_TOKENS reaches the workers: each titled note of a memory longer
-    than a chunk is a chunk of its own, where the cut before filled chunks across them."""
-    settings = make_settings(falkordb_url, chunk_tokens=128, chunk_overlap=8,
-                             chunk_paragraph_tokens=paragraph_tokens)
+async def test_a_memory_of_paragraphs_is_stored_one_paragraph_a_chunk(falkordb_url, aredis):
+    """Paragraphs first in the workers: each titled note of a memory longer than a chunk is a
+    chunk of its own."""
+    settings = make_settings(falkordb_url, chunk_tokens=128)
     await add_text(settings, NOTES)
     await run_workers(settings)
     rows = await query(settings, "MATCH (c:Chunk) RETURN c.text ORDER BY c.char_start")
     stored_texts = [text for (text,) in rows]
-    if paragraph_tokens:
-        assert stored_texts == PIERS
-    else:
-        assert len(stored_texts) < len(PIERS) and not set(stored_texts) & set(PIERS)
+    assert stored_texts == PIERS

@@ -15,6 +15,7 @@ from tests.support.documents import make_docx, make_pdf
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.workers import files as files_worker
 
 TREE = Path(__file__).parent.parent / "data" / "files"
@@ -90,7 +91,7 @@ async def test_paths_out_of_the_roots_are_refused_and_nothing_is_queued(client, 
         text = await error(client, "ingest_path", path=path)
         assert message in text, text
         assert "\n" not in text
-    assert await aredis.zcard(settings.queue_name) == 0
+    assert await aredis.zcard(QUEUE_NAME) == 0
     assert not await aredis.keys("zapomni:task:*")
 
 

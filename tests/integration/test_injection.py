@@ -13,6 +13,7 @@ from tests.support.graph import broken, stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.capacity import QUEUE_NAME
 
 CYPHER = "x'}) MATCH (n) DETACH DELETE n //"
 REDISEARCH = "@text:(*) | -foo ~bar {baz} \"q\" %fuzzy% [1 TO 9]"
@@ -65,7 +66,7 @@ async def test_hostile_ids_and_namespaces_are_refused_by_name(client, settings, 
         assert message.startswith(f"{field}: not a valid id")
     message = await error(client, "add_memory", text="hello", namespace=CYPHER)
     assert message.startswith("namespace:")
-    assert await aredis.zcard(settings.queue_name) == 0
+    assert await aredis.zcard(QUEUE_NAME) == 0
 
 
 async def test_one_namespace_never_sees_counts_or_deletes_another(client, settings):

@@ -11,6 +11,7 @@ import pytest
 from tests.support.isolation import ADMIN, Matrix, run_matrix, seed, tokens_setting
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
+from zapomni.shared.capacity import QUEUE_NAME
 
 
 @pytest.mark.timeout(600)  # ~450 calls over HTTP and a worker's ingest of six memories
@@ -22,7 +23,7 @@ async def test_scoped_tokens_reach_only_their_namespaces(settings, query_service
                                        ingest_roots=str(tmp_path))
     with ThreadedServer(http_app(settings)) as server:
         async with Matrix(f"{server.url}/mcp", settings.redis_url,
-                          settings.queue_name) as matrix:
+                          QUEUE_NAME) as matrix:
             seeds = await seed(matrix, settings)
             verdict = await run_matrix(matrix, seeds, str(root))
             listed = {name: sorted(str(r.uri) for r in await client.list_resources())

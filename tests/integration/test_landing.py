@@ -16,7 +16,9 @@ from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.task_status import shape_task
+from zapomni.services.query.search import MAX_PER_MEMORY
 from zapomni.shared import tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.conversation import decode_context
 from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.protocol.answers import Context, PartsDone
@@ -30,11 +32,15 @@ FIRST = "How many ships did the harbour master of Vesterby count in 1900?"
 PART_CHUNKS = 4
 
 
+@pytest.fixture(autouse=True)
+def small_parts(part_chunks) -> None:
+    part_chunks(PART_CHUNKS)
+
+
 def fanned(settings, max_jobs: int = 1):
     """Parts of PART_CHUNKS chunks; one job at a time (``max_jobs``), so that the parts
     before the one a checkpoint pauses have landed and the ones after it have not."""
-    return msgspec.structs.replace(settings, part_chunks=PART_CHUNKS, chunk_tokens=64,
-                                   chunk_overlap=8, max_jobs=max_jobs)
+    return msgspec.structs.replace(settings, chunk_tokens=64, max_jobs=max_jobs)
 
 
 def ours(hits, memory_id: str) -> list:
@@ -69,7 +75,7 @@ async def test_parts_are_found_as_they_land_and_say_the_memory_is_ingesting(
     assert all("Chapter 39." not in h.text for h in seen["late"])  # not written yet
     assert ours(seen["filtered"], receipt.memory_id) and seen["other"] == []
     # the per-memory cap holds for a memory still ingesting
-    assert len(seen["wide"]) == settings.max_per_memory and seen["wide"][0].more
+    assert len(seen["wide"]) == MAX_PER_MEMORY and seen["wide"][0].more
     memory = seen["memory"]
     assert (memory.status, memory.parts) == ("ingesting", PartsDone(done=2, total=total))
     assert memory.task_id == receipt.task_id
@@ -162,6 +168,6 @@ async def test_the_ingest_job_writes_the_first_part_before_it_queues_the_others(
     await run_workers(fanned(settings), max_jobs=1)  # the ingest job alone
     record = await tasks.get_task(aredis, receipt.task_id)
     assert (record.state, record.done, record.total) == ("running", 1, 10)
-    assert await aredis.zcard(settings.queue_name) == 9
+    assert await aredis.zcard(QUEUE_NAME) == 9
     hit = ours(await search(front, FIRST), receipt.memory_id)[0]
     assert (hit.status, hit.parts) == ("ingesting", PartsDone(done=1, total=10))

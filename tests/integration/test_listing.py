@@ -137,12 +137,13 @@ async def test_pages_are_exact_over_years_of_memories_and_equal_times(client, se
         assert sum(await pages(client, limit=limit, order="oldest"), []) == newest[::-1]
 
 
-async def test_a_memory_still_ingesting_is_listed_with_its_task(client, settings, aredis):
+async def test_a_memory_still_ingesting_is_listed_with_its_task(client, settings, aredis,
+                                                                part_chunks):
     from zapomni.workers.main import make_worker
 
     # a long text fans out: its ingest job writes the memory and queues its parts
-    fan_out = msgspec.structs.replace(settings, part_chunks=2, chunk_tokens=64,
-                                      chunk_overlap=8)
+    part_chunks(2)
+    fan_out = msgspec.structs.replace(settings, chunk_tokens=64)
     text = " ".join(f"Sentence {i} of a long report on harbour cranes." for i in range(80))
     receipt = await add_text(settings, text)
     worker = make_worker(fan_out, burst=True, handle_signals=False)

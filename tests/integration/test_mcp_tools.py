@@ -15,6 +15,7 @@ from tests.support.graph import stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.settings import Settings
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
@@ -24,7 +25,7 @@ TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_mem
 
 
 async def nothing_queued(aredis, settings: Settings) -> bool:
-    return (await aredis.zcard(settings.queue_name) == 0
+    return (await aredis.zcard(QUEUE_NAME) == 0
             and not await aredis.keys("zapomni:task:*"))
 
 
@@ -246,7 +247,7 @@ async def test_full_queue_refuses_with_a_retryable_error(falkordb_url, aredis):
     assert message.startswith("temporarily unavailable: the ingest queue is full (2 jobs, "
                               "limit 2); nothing was stored. Retry in ~30 seconds")
     assert batch.startswith("temporarily unavailable: the ingest queue is full")
-    assert await aredis.zcard(settings.queue_name) == 2
+    assert await aredis.zcard(QUEUE_NAME) == 2
     assert len(await aredis.keys("zapomni:task:*")) == 2
 
 

@@ -102,11 +102,12 @@ async def test_metrics_ask_for_the_token_when_one_is_set(settings):
 
 
 async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, aredis):
-    # a worker runs one job at a time (max_jobs=1) and a part makes one request at a time, so
-    # the first parts' requests, held until two are in flight, come from two workers at once
-    fake_ollama.gather, fake_ollama.latency = 2, 0.2
-    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
-                             chunk_tokens=48, chunk_overlap=8, max_jobs=1)
+    # a worker runs one job at a time (max_jobs=1) and a part of 32 chunks makes two requests
+    # of 16, so the first requests, held until three are in flight, come from two workers at
+    # once; chunks of 16 tokens: 300 chunks, 10 parts
+    fake_ollama.gather, fake_ollama.latency = 3, 0.2
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=16,
+                             max_jobs=1)
     text = " ".join(f"Line {i}: the night bus to district {i} leaves at {i % 24}:15."
                     for i in range(150))
     receipt = await add_text(settings, text)

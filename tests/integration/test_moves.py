@@ -37,8 +37,7 @@ QUERIES = ["who built the lighthouse", "food that does not go bad", "animal with
 
 
 def base_settings(falkordb_url: str, **overrides):
-    return make_settings(falkordb_url, **{"graph_auto": False, "embed_cache_days": 0,
-                                          "import_batch": 2, **overrides})
+    return make_settings(falkordb_url, **{"graph_auto": False, **overrides})
 
 
 async def fill(settings) -> None:
@@ -202,7 +201,7 @@ async def test_a_bad_file_stores_nothing_and_names_its_line(falkordb_url, tmp_pa
     assert says in refused.value.message and "nothing was imported" in refused.value.message
     redis = Redis.from_url(settings.redis_url)
     try:
-        assert await tasks.queue_depth(redis, settings.queue_name) == 0
+        assert await tasks.queue_depth(redis) == 0
         assert await tasks.task_counts(redis, "copy", 3600) == dict.fromkeys(
             tasks.TASK_STATES, 0)
     finally:

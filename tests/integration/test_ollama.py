@@ -14,6 +14,7 @@ from zapomni.shared import tasks
 from zapomni.shared.embed_ollama import OllamaEmbedder
 from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
 from zapomni.shared.validation import decode_add_memory
+from zapomni.workers import resources
 
 
 async def test_batches_run_32_at_a_time(fake_ollama):
@@ -99,13 +100,16 @@ async def test_an_answer_without_one_vector_per_text_is_refused(fake_ollama, bod
     assert "is 'nomic-embed-text' an embedding model?" in info.value.message
 
 
-async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis):
+async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama, aredis,
+                                                        monkeypatch):
     """503s, then an Ollama that accepts requests and never answers, then one that works:
     the task waits, says why, stores nothing meanwhile, and finishes."""
     import asyncio
 
-    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, ollama_retries=0,
-                             ollama_timeout=1.0, max_tries=6)
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url)
+    # no retries inside a job and a 1 s request limit: the job's own tries ride the outage out
+    monkeypatch.setattr(resources, "make_embedder", lambda s: OllamaEmbedder(
+        s.ollama_url, s.ollama_model, retries=0, timeout=1.0))
     fake_ollama.fail_statuses = [503]
     receipt = await add_text(settings, "outage note")
     runner = asyncio.ensure_future(run_workers(settings))

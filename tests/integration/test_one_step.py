@@ -105,11 +105,13 @@ def ingest_runs() -> float:
 
 
 async def test_a_duplicate_add_never_runs_again_nor_changes_what_is_stored(settings, aredis,
-                                                                           query_service):
+                                                                           query_service,
+                                                                           part_chunks):
     """A large text still writing its parts, added again with other metadata once arq has
     forgotten the first job's result (it keeps results 60 s): the duplicate is answered,
     and that is all."""
-    fanned = msgspec.structs.replace(settings, part_chunks=2, graph_auto=False)
+    part_chunks(2)
+    fanned = msgspec.structs.replace(settings, graph_auto=False)
     front = Front(fanned)
     try:
         first = await ops.add_memory(front, decode_add_memory(LONG, {"source": "first"}, None))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import msgspec
 import pytest
 
 from tests.support.graph import query, stored
@@ -20,6 +19,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared import takeover, tasks
 from zapomni.shared.arq_internals import queued_job
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.errors import Unavailable
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.migrate import prepare_namespace
@@ -106,8 +106,9 @@ async def test_a_delete_during_finish_that_runs_after_it_still_wins(settings, ar
     assert await state(aredis, receipt.task_id) == "cancelled"
 
 
-async def test_a_cancel_between_parts_undoes_every_part(settings, aredis):
-    fanned = msgspec.structs.replace(settings, part_chunks=2)
+async def test_a_cancel_between_parts_undoes_every_part(settings, aredis, part_chunks):
+    part_chunks(2)
+    fanned = settings
     receipt = await add_text(fanned, LONG)
     act = Act("part_written", cancel_now(fanned, aredis), part=0)
     await run_workers(fanned, checkpoint=act)
@@ -192,9 +193,9 @@ async def test_a_job_this_worker_cannot_read_fails_its_task_and_says_why(setting
     queue = connect_queue(settings)
     try:
         await queue.delete(f"arq:job:{receipt.task_id}")  # lost; replaced by a bad one
-        await queue.zrem(settings.queue_name, receipt.task_id)
+        await queue.zrem(QUEUE_NAME, receipt.task_id)
         await queue.enqueue_job(INGEST_BATCH, {"task_id": receipt.task_id, "memory_id": 7,
-                                         "version": 9}, _job_id=receipt.task_id)
+                                               "version": 9}, _job_id=receipt.task_id)
     finally:
         await queue.aclose()
     await run_workers(settings)
@@ -253,7 +254,7 @@ async def test_a_delete_goes_ahead_of_the_jobs_waiting(settings, aredis):
         deleting = await ops.delete_memory(front, MemoryRef(memory_id=kept.memory_id))
     finally:
         await front.aclose()
-    order = [job.decode() for job in await aredis.zrange(settings.queue_name, 0, -1)]
+    order = [job.decode() for job in await aredis.zrange(QUEUE_NAME, 0, -1)]
     assert order == [deleting.task_id] + [w.task_id for w in waiting]
     await run_workers(settings)
     assert await state(aredis, deleting.task_id) == "done"
@@ -267,14 +268,14 @@ async def test_a_cancel_that_comes_after_the_end_changes_nothing(settings, aredi
     await run_workers(settings)
     record = TaskRecord(task_id="task_" + "c" * 32, kind="delete", namespace="default",
                         memory_id=receipt.memory_id, created_at=time.time())
-    job = queued_job(settings.queue_name, DELETE, {}, record.task_id, serializer=serialize,
+    job = queued_job(QUEUE_NAME, DELETE, {}, record.task_id, serializer=serialize,
                      expires_s=60, size=10, first=True)
     code, owner = await takeover.take_for_delete(aredis, record, 3600, job,
                                               from_task=receipt.task_id)
     assert (code, owner) == (0, receipt.task_id)
     assert await tasks.owner_task(aredis, "default", receipt.memory_id) == receipt.task_id
     assert await tasks.get_task(aredis, record.task_id) is None
-    assert await aredis.zcard(settings.queue_name) == 0  # and no job
+    assert await aredis.zcard(QUEUE_NAME) == 0  # and no job
     assert (await stored(settings))["ready"] == 1
 
 

@@ -10,6 +10,7 @@ from tests.support.graph import stored
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.shared import tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.errors import NotFound
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse, Stats
 from zapomni.shared.protocol.api import MemoryRef, StatsRequest
@@ -110,12 +111,13 @@ async def test_get_and_delete_memory(settings, front, query_service, aredis):
     assert (await search(front, "wifi password"))[0].memory_id == gone.memory_id
 
 
-async def test_delete_during_fan_out_leaves_nothing(falkordb_url, aredis):
+async def test_delete_during_fan_out_leaves_nothing(falkordb_url, aredis, part_chunks):
     from tests.conftest import make_settings
     from zapomni.services.mcp.front import Front
     from zapomni.workers.main import make_worker
 
-    settings = make_settings(falkordb_url, part_chunks=2, chunk_tokens=64, chunk_overlap=8)
+    part_chunks(2)
+    settings = make_settings(falkordb_url, chunk_tokens=64)
     front = Front(settings)
     try:
         text = " ".join(f"Sentence {i} of a long report on harbour cranes." for i in range(80))
@@ -126,7 +128,7 @@ async def test_delete_during_fan_out_leaves_nothing(falkordb_url, aredis):
         await worker.close()
         deleted = await ops.delete_memory(front, MemoryRef(memory_id=receipt.memory_id))
         # the delete runs before the queued parts, as if it overtook them
-        await front.redis.zadd(settings.queue_name, {deleted.task_id: 1})  # arq skips 0
+        await front.redis.zadd(QUEUE_NAME, {deleted.task_id: 1})  # arq skips 0
         await run_workers(settings)
     finally:
         await front.aclose()

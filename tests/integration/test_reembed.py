@@ -17,10 +17,12 @@ from tests.support.workers import add_text, run_workers
 from zapomni.services.cli.reembed import reembed_namespace
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.search import search_memory
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.validation import decode_search
+from zapomni.workers import reembed
 
 ADDED = "Added during the reembed: penguins cannot fly."
 # DISTINCT: two workers' first writes to a new namespace can both create the record
@@ -47,13 +49,14 @@ async def search_one(settings, text: str):
 
 @pytest.mark.usefixtures("settings")
 async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, fake_ollama,
-                                                                 aredis):
+                                                                 aredis, monkeypatch):
     old = base_settings(falkordb_url)
     await fill(old)
     before = await results(old, "default", mode="vector")
     assert all(before)
     chunks = (await query(old, VECTORS))[0][0]
-    new = base_settings(falkordb_url, ollama_url=fake_ollama.url, reembed_batch=3)
+    monkeypatch.setattr(reembed, "BATCH", 3)  # several batches from a few memories
+    new = base_settings(falkordb_url, ollama_url=fake_ollama.url)
     seen: list[list] = []
 
     async def during(point: str, job) -> None:
@@ -65,7 +68,7 @@ async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, f
     with ThreadedServer(http_app(old)) as front:
         cli = asyncio.create_task(reembed_namespace(old, "default", mcp_url=front.url + "/mcp",
                                                     show=False))
-        await eventually(lambda: aredis.zcard(old.queue_name), lambda n: n > 0,
+        await eventually(lambda: aredis.zcard(QUEUE_NAME), lambda n: n > 0,
                          "the reembed job")
         await run_workers(new, checkpoint=during)
         status = await cli
@@ -90,11 +93,13 @@ async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, f
 
 
 @pytest.mark.usefixtures("settings")
-async def test_a_cancelled_reembed_keeps_the_old_model(falkordb_url, fake_ollama, aredis):
+async def test_a_cancelled_reembed_keeps_the_old_model(falkordb_url, fake_ollama, aredis,
+                                                       monkeypatch):
     old = base_settings(falkordb_url)
     await fill(old)
     before = await results(old, "default")
-    new = base_settings(falkordb_url, ollama_url=fake_ollama.url, reembed_batch=3)
+    monkeypatch.setattr(reembed, "BATCH", 3)  # several batches from a few memories
+    new = base_settings(falkordb_url, ollama_url=fake_ollama.url)
     front = ThreadedServer(http_app(old))
     with front:
         status = await reembed_namespace(old, "default", mcp_url=front.url + "/mcp",

@@ -40,4 +40,4 @@ async def test_count_sets_drop_tasks_whose_records_expired_and_expire_themselves
 async def test_a_threads_last_turn_expires_with_the_records(settings, aredis):
     await add_text(settings, "First turn of the talk.", {"thread": "talk"})
     last = tasks.last_key("default", "talk")
-    assert 0 < await aredis.ttl(last) <= settings.task_ttl_days * 86400
+    assert 0 < await aredis.ttl(last) <= tasks.TASK_TTL

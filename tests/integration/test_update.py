@@ -19,6 +19,7 @@ from zapomni.services.mcp import update
 from zapomni.services.mcp.server import build_server
 from zapomni.services.query.app import build_app
 from zapomni.shared import tasks
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
@@ -48,7 +49,7 @@ async def nothing_pending(aredis, settings) -> bool:
     """No job queued and no update task recorded."""
     records = [await tasks.get_task(aredis, key.decode().split(":")[-1])
                for key in await aredis.keys("zapomni:task:*")]
-    return (await aredis.zcard(settings.queue_name) == 0
+    return (await aredis.zcard(QUEUE_NAME) == 0
             and not [r for r in records if r.kind == "update"])
 
 

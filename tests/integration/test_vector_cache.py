@@ -16,6 +16,7 @@ from zapomni.shared import vector_cache
 from zapomni.shared.embed import CachedEmbedder
 from zapomni.shared.embed_ollama import OllamaEmbedder
 from zapomni.shared.vector_cache import VectorCache
+from zapomni.workers import resources
 
 MODEL = "ollama:nomic-embed-text"
 
@@ -88,10 +89,10 @@ async def test_the_chunk_cache_embeds_only_what_it_does_not_hold(aredis, fake_ol
     assert await aredis.zcard(f"zapomni:emb:index:{MODEL}") == 3
 
 
-async def test_workers_keep_at_most_embed_cache_max_chunk_vectors(falkordb_url, fake_ollama,
-                                                                  aredis):
-    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=48,
-                             embed_cache_max=3)
+async def test_workers_keep_at_most_cache_max_chunk_vectors(falkordb_url, fake_ollama,
+                                                            aredis, monkeypatch):
+    monkeypatch.setattr(resources, "CACHE_MAX", 3)
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=48)
     text = " ".join(f"Cached sentence {i} about lighthouses." for i in range(30))
     await add_text(settings, text)
     await run_workers(settings)

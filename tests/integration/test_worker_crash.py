@@ -17,19 +17,20 @@ from tests.support.servers import kill
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.shared import tasks
-from zapomni.workers.lease import lease_key
+from zapomni.workers.lease import JOB_LEASE, lease_key
+from zapomni.workers.outcome import MAX_TRIES
 
+# chunks of 16 tokens: 439 chunks, 14 parts of PART_CHUNKS (32) for the worker to be killed in
 DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in winter."
-                    for i in range(120))
+                    for i in range(400))
 
 
 @pytest.mark.timeout(600)  # 14 s measured; a worker's start and the killed job's lease wait
 async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url, fake_ollama,
                                                                    aredis):
     fake_ollama.latency = 0.25
-    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, part_chunks=2,
-                             chunk_tokens=48, chunk_overlap=8, max_jobs=1, job_timeout=8,
-                             embed_batch=1)
+    settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=16,
+                             max_jobs=1)
     receipt = await add_text(settings, DOCUMENT)
 
     env = {**os.environ, **settings.to_env()}
@@ -52,12 +53,12 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
             kill(worker)
         assert record.total > 10 and 3 <= record.done < record.total, record
 
-    # what it held is leased in its name and comes free within one lease, not job_timeout
+    # what it held is leased in its name and comes free within one lease, not JOB_TIMEOUT
     held = [key async for key in aredis.scan_iter(match=lease_key("*"))]
     assert held
     for key in held:
         assert await aredis.get(key) == name
-        assert 0 < await aredis.pttl(key) <= settings.job_lease * 1000
+        assert 0 < await aredis.pttl(key) <= JOB_LEASE * 1000
 
     await run_workers(settings, timeout=180)  # waits out the killed job's in-progress key
 
@@ -69,7 +70,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
     assert counts["orphan_chunks"] == 0
     from zapomni.shared.chunking import Chunker
 
-    assert counts["chunks"] == len(Chunker(48, 8).split(DOCUMENT))
+    assert counts["chunks"] == len(Chunker(16, 2).split(DOCUMENT))
 
 
 async def held_by(aredis) -> list[bytes]:
@@ -80,13 +81,13 @@ async def held_by(aredis) -> list[bytes]:
 async def test_a_job_whose_worker_died_on_every_try_fails_its_task(settings, aredis):
     text = "A note whose worker kept dying."
     receipt = await add_text(settings, text)
-    await aredis.set(retry_key_prefix + receipt.task_id, settings.max_tries)  # tries spent
+    await aredis.set(retry_key_prefix + receipt.task_id, MAX_TRIES)  # tries spent
 
     await run_workers(settings)
 
     record = await tasks.get_task(aredis, receipt.task_id)
     assert record.state == "failed"
-    assert f"gave up after {settings.max_tries} attempts" in record.error
+    assert f"gave up after {MAX_TRIES} attempts" in record.error
     assert (await stored(settings))["memories"] == 0
     assert not (await add_text(settings, text)).duplicate  # the text can be added again
 

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.listing import write_cursor
+from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.protocol.base import DEFAULT_NAMESPACE
 from zapomni.shared.scopes import Scope, make_scope, refusal
 from zapomni.shared.settings import Settings
@@ -290,7 +291,7 @@ class Target:
     def writes(self) -> tuple[int, int, int]:
         """Jobs queued, task records, memory claims: what an accepted write leaves."""
         r = self.redis
-        return (r.zcard(self.settings.queue_name),
+        return (r.zcard(QUEUE_NAME),
                 sum(1 for _ in r.scan_iter(match="zapomni:task:*", count=1000)),
                 sum(1 for _ in r.scan_iter(match="zapomni:mem:*", count=1000)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -98,17 +99,21 @@ async def wait_tasks(redis: Redis, task_ids: list[str], timeout: float = 600,
 
 class WorkerPool:
     """Real ``python -m zapomni.workers`` processes with these settings (metrics off unless a
-    port is given), their output in one file; processes can be started, killed and replaced."""
+    port is given), their output in one file; processes can be started, killed and replaced.
+    ``constants``: module constants set in each (tests/support/patched_worker.py)."""
 
-    def __init__(self, settings: Settings, out: IO[bytes], **env: str) -> None:
+    def __init__(self, settings: Settings, out: IO[bytes], *,
+                 constants: dict[str, object] | None = None, **env: str) -> None:
         self.env = {**os.environ, **settings.to_env(), "ZAPOMNI_WORKER_METRICS_PORT": "0", **env}
+        self.command = ["-m", "zapomni.workers"] if not constants else [
+            "-m", "tests.support.patched_worker", json.dumps(constants)]
         self.out = out
         self.procs: list[subprocess.Popen] = []
 
     def start(self, metrics_port: int | None = None) -> subprocess.Popen:
         env = self.env if metrics_port is None else {
             **self.env, "ZAPOMNI_WORKER_METRICS_PORT": str(metrics_port)}
-        proc = subprocess.Popen([sys.executable, "-m", "zapomni.workers"], stdout=self.out,
+        proc = subprocess.Popen([sys.executable, *self.command], stdout=self.out,
                                 stderr=self.out, env=env)
         self.procs.append(proc)
         return proc
@@ -132,12 +137,12 @@ class WorkerPool:
 
 @contextmanager
 def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int] | None = None,
-                     log_path: Path | None = None,
+                     log_path: Path | None = None, constants: dict[str, object] | None = None,
                      **env: str) -> Iterator[list[subprocess.Popen]]:
     """``count`` worker processes (a WorkerPool), their output in ``log_path`` or a temporary
     file; ended on exit."""
     with (log_path.open("ab") if log_path else tempfile.TemporaryFile()) as out:
-        pool = WorkerPool(settings, out, **env)
+        pool = WorkerPool(settings, out, constants=constants, **env)
         try:
             yield [pool.start(metrics_ports[i] if metrics_ports else None)
                    for i in range(count)]

@@ -10,10 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zapomni.shared.chunking import PARAGRAPH_TOKENS, Chunker
+from zapomni.shared.chunking import Chunker
 from zapomni.shared.large_text import split_large
-from zapomni.shared.paragraphs import blocks, paragraphs
-from zapomni.shared.settings import Settings
+from zapomni.shared.paragraphs import PARAGRAPH_TOKENS, blocks, paragraphs
 
 WORDS = ["memory", "retrieval", "graph", "lighthouse", "keeper", "Zürich", "naïve", "fog",
          "co-operation", "3.14", "e-mail", "antidisestablishmentarianism", "日本", "dawn"]
@@ -109,16 +108,8 @@ def test_joined_paragraphs_are_chunked_one_by_one():
     chunks = [c.text for c in paragraph_first.split(text)]
     assert len(chunks) > 40 and all(doc in chunks for doc, size in zip(docs, sizes, strict=True)
                                      if size <= paragraph_first.capacity)
-    before = Chunker(chunk_tokens=256, overlap=32, paragraph_tokens=0).split(text)
-    assert sum(c.text in docs for c in before) < len(docs) // 2
-
-
-def test_without_paragraph_tokens_the_splitter_alone_cuts_as_before():
-    rng = random.Random(5)
-    text = "\n\n".join(paragraph(rng, rng.randint(1, 6)) for _ in range(30))
-    old = Chunker(chunk_tokens=64, overlap=8, paragraph_tokens=0)
-    assert [(c.char_start, c.text) for c in old.split(text)] == [
-        (s, p) for s, p in old._splitter.chunk_indices(text)]
+    before = paragraph_first._splitter.chunk_indices(text)  # the splitter alone
+    assert sum(piece in docs for _, piece in before) < len(docs) // 2
 
 
 def test_one_long_paragraph_is_split_as_before():
@@ -126,9 +117,9 @@ def test_one_long_paragraph_is_split_as_before():
     a chunk (a SciFact abstract) are cut where the splitter alone cuts them."""
     rng = random.Random(8)
     text = "A title of the abstract\n\n" + paragraph(rng, 40)
-    new, old = Chunker(64, 8), Chunker(64, 8, paragraph_tokens=0)
+    new = Chunker(64, 8)
     assert [(c.char_start, c.char_end) for c in new.split(text)] == [
-        (c.char_start, c.char_end) for c in old.split(text)]
+        (s, s + len(p)) for s, p in new._splitter.chunk_indices(text)]
 
 
 @settings(max_examples=60, deadline=None)
@@ -149,6 +140,5 @@ def test_the_large_text_path_cuts_the_same_blocks(chunker, text):
     assert all(any(s <= a and b <= e for s, e in runs) for a, b in large)
 
 
-def test_the_setting_and_the_chunker_agree_and_stay_below_half_a_chunk():
-    assert Settings().chunk_paragraph_tokens == PARAGRAPH_TOKENS
+def test_paragraph_tokens_stay_below_half_a_chunk():
     assert Chunker(48, 8, paragraph_tokens=1000).paragraph_tokens == 23

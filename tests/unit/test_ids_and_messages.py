@@ -50,9 +50,9 @@ def test_tool_arguments_stay_strict():
 
 
 def test_settings_from_environment():
-    s = Settings.from_env({"ZAPOMNI_MCP_PORT": "9000", "ZAPOMNI_POLL_DELAY": "0.1",
+    s = Settings.from_env({"ZAPOMNI_MCP_PORT": "9000", "ZAPOMNI_REQUEST_TIMEOUT": "0.1",
                            "ZAPOMNI_NOT_A_SETTING": "x", "OTHER": "y"})
-    assert s.mcp_port == 9000 and s.poll_delay == 0.1
+    assert s.mcp_port == 9000 and s.request_timeout == 0.1
     assert Settings.from_env(s.to_env()) == s
     with pytest.raises(SystemExit, match="ZAPOMNI_MCP_PORT: Expected `int`"):
         Settings.from_env({"ZAPOMNI_MCP_PORT": "eighty"})

@@ -1,16 +1,14 @@
 """The pieces of access tracking and rank="memory" that need no server: the stream entry's
-format and order, the fold's schedule, the parts of a memory score and the rank argument."""
+format and order, the parts of a memory score and the rank argument."""
 
 import pytest
 
 from zapomni.services.query.fusion import Candidate
-from zapomni.services.query.rank import memory_parts, rank_by_memory, rank_weights, relevances
+from zapomni.services.query.rank import WEIGHTS, memory_parts, rank_by_memory, relevances
 from zapomni.shared import access
 from zapomni.shared.errors import InvalidInput
 from zapomni.shared.protocol.api import SearchRequest
-from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
-from zapomni.workers.access import fold_schedule
 
 IDS = ["mem_" + "0123456789abcdef" * 2, "mem_" + "f" * 32]
 
@@ -42,26 +40,6 @@ def test_keys_sort_as_the_stream_does_and_the_trim_starts_after_the_last():
     assert access.after(b"10-2") == "10-3"
 
 
-def test_the_fold_runs_on_a_schedule_arq_understands():
-    assert fold_schedule(30) == {"second": {0, 30}}
-    assert fold_schedule(1) == {"second": set(range(60))}
-    assert fold_schedule(300) == {"minute": set(range(0, 60, 5)), "second": 37}
-    assert fold_schedule(3600) == {"minute": {0}, "second": 37}
-
-
-def test_weights_are_shares_and_all_zero_means_relevance_alone():
-    assert rank_weights(Settings()) == pytest.approx(
-        {"relevance": 0.4, "recency": 0.3, "frequency": 0.2, "importance": 0.1})
-    doubled = Settings(rank_weight_relevance=2, rank_weight_recency=2, rank_weight_frequency=0,
-                       rank_weight_importance=0)
-    assert rank_weights(doubled) == {"relevance": 0.5, "recency": 0.5, "frequency": 0.0,
-                                     "importance": 0.0}
-    none = Settings(rank_weight_relevance=0, rank_weight_recency=0, rank_weight_frequency=0,
-                    rank_weight_importance=0)
-    assert rank_weights(none) == {"relevance": 1.0, "recency": 0.0, "frequency": 0.0,
-                                  "importance": 0.0}
-
-
 def candidates(*scores: float) -> list[Candidate]:
     return [Candidate(row=["m", f"c{i}", "", 0, 0, 1], score=s) for i, s in enumerate(scores)]
 
@@ -75,7 +53,7 @@ def test_relevance_is_put_on_zero_to_one_for_every_mode():
 
 def test_the_parts_add_up_and_follow_their_definitions():
     day = 86400.0
-    weights = rank_weights(Settings())
+    weights = WEIGHTS
     # columns after the id: tags, source, metadata, created_at, occurred_at, parts,
     # importance, count, accessed. Recency counts from the event time, not the add
     old = memory_parts(0.8, 0.8, [[], "", "{}", 9e9, 1000.0, None, None, 5, None],
@@ -113,17 +91,16 @@ def test_rank_by_memory_reorders_the_pool_and_leaves_out_memories_that_are_gone(
     memories = {"m0": [*fields, now, now - 90 * day, None, None, 0, None],
                 "m1": [*fields, now, now, None, None, 0, None],
                 "m2": [*fields, now, now, None, 1.0, 20, now]}  # m3: deleted since
-    kept, parts = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3),
-                                 Settings(), now)
+    kept, parts = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3), now)
     assert [c.memory_id for c in kept] == ["m2", "m1", "m0"]
     assert [c.score for c in kept] == sorted((c.score for c in kept), reverse=True)
     for candidate in kept:
         assert sum(p.points for p in parts[candidate.row[1]].values()) == pytest.approx(
             candidate.score, abs=1e-6)
     assert parts["c0"]["relevance"].basis == 0.9 and parts["c0"]["recency"].basis == 90
-    two, _ = rank_by_memory(pool, memories, SearchRequest(query="q", limit=2), Settings(), now)
+    two, _ = rank_by_memory(pool, memories, SearchRequest(query="q", limit=2), now)
     assert two == kept[:2]
     # asked as of 90 days ago, the old memory is the recent one
     _, then = rank_by_memory(pool, memories, SearchRequest(query="q", limit=3,
-                                                           as_of=now - 90 * day), Settings())
+                                                           as_of=now - 90 * day))
     assert then["c0"]["recency"].value == 1.0 and then["c1"]["recency"].basis == 0

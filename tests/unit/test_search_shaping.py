@@ -6,7 +6,6 @@ from zapomni.services.query.fusion import (
     Candidate,
     Context,
     collapse,
-    fuse_ranks,
     fuse_scores,
     share_page,
     single,
@@ -14,7 +13,6 @@ from zapomni.services.query.fusion import (
 from zapomni.services.query.hits import shape_hit
 from zapomni.services.query.keyword import terms
 from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms
-from zapomni.shared.settings import Settings
 from zapomni.shared.validation import decode_search
 from zapomni.workers.store import meta_pairs as stored_pairs
 
@@ -33,25 +31,13 @@ def test_hit_from_a_candidate():
     assert hit.occurred_at == "2025-12-31T00:00:00+00:00"
 
 
-def test_rrf_rewards_agreement_and_explains_ranks():
-    vector = [(row("a", 0), 0.9), (row("b", 0), 0.8), (row("c", 0), 0.7)]
-    keyword = [(row("c", 0), 7.0), (row("b", 0), 5.0)]
-    fused = fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 1}, k=60)
-    # c: 1/63 + 1/61 beats b: 2/62 by a hair; a, found by one signal only, comes last
-    assert [c.memory_id for c in fused] == ["c", "b", "a"]
-    assert fused[1].why["vector"].rank == 2 and fused[1].why["keyword"].rank == 2
-    assert "keyword" not in fused[2].why
-    top = fuse_ranks({"vector": vector[:1], "keyword": [(row("a", 0), 1.0)]}, {}, k=60)[0]
-    assert top.score == 1.0  # first in every signal
-
-
 def test_weights_tilt_the_fusion():
     vector = [(row("a", 0), 0.9), (row("b", 0), 0.8)]
     keyword = [(row("b", 0), 9.0), (row("a", 0), 1.0)]
-    assert fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 2, "keyword": 1},
-                k=60)[0].memory_id == "a"
-    assert fuse_ranks({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 2},
-                k=60)[0].memory_id == "b"
+    assert fuse_scores({"vector": vector, "keyword": keyword}, {"vector": 2, "keyword": 1},
+                       50)[0].memory_id == "a"
+    assert fuse_scores({"vector": vector, "keyword": keyword}, {"vector": 1, "keyword": 2},
+                       50)[0].memory_id == "b"
 
 
 def test_score_fusion_keeps_the_margin_of_a_sure_signal():
@@ -63,7 +49,6 @@ def test_score_fusion_keeps_the_margin_of_a_sure_signal():
     assert [c.memory_id for c in fused] == ["c", "a", "b", "d"]
     assert fused[0].why["keyword"].rank == 1 and fused[0].why["vector"].rank == 2
     assert all(0 < c.score < 1 for c in fused) and fused[0].score > 0.8
-    assert fuse_ranks({"vector": vector, "keyword": keyword}, weights, k=60)[0].memory_id == "c"
     # a chunk only one signal found ranks below one both found with the same scores
     assert "keyword" not in fused[-1].why
 
@@ -148,11 +133,6 @@ def test_a_hit_lists_its_memorys_further_matches_with_their_offsets():
     assert shape_hit(share_page(ranked, 2)[1], [[], "", "{}", 0.0, 0.0, None]).more == []
 
 
-def test_max_per_memory_is_a_bounded_setting():
-    assert Settings.from_env(environ={}).max_per_memory == 3
-    assert Settings.from_env(environ={"ZAPOMNI_MAX_PER_MEMORY": "0"}).max_per_memory == 0
-
-
 def test_keyword_query_is_only_ever_words():
     assert terms("What is the capital of Australia?") == ["capital", "australia"]
     hostile = '@text:{x} -"drop" | * (a|b) ~c %d% $p 1999 Ünïcode'
@@ -163,11 +143,10 @@ def test_keyword_query_is_only_ever_words():
 
 
 def test_candidate_depths():
-    settings = Settings()
     plain = decode_search("q", 10, None, None)
     filtered = decode_search("q", 10, {"tags": ["a"]}, None)
-    assert candidate_depth(plain, settings) == 50
-    assert candidate_depth(decode_search("q", 100, None, None), settings) == 300
+    assert candidate_depth(plain) == 50
+    assert candidate_depth(decode_search("q", 100, None, None)) == 300
     assert hnsw_k(plain, 50) == 100 and hnsw_k(filtered, 50) == 500
     assert hnsw_k(filtered, 300) == 1000
 
@@ -226,16 +205,6 @@ def test_term_counts_equal_counting_every_token(texts, words):
         expected.append({s: tokens.count(s) for s in stems if s in tokens})
         assert count_words(text) == len(tokens)
     assert term_counts(texts, stems) == expected
-
-
-def test_pool_terms_bound_postings_rarest_first():
-    weighted = [["common", 0.5], ["rare", 3.0], ["middle", 1.5]]
-    df = {"common": 900, "rare": 10, "middle": 300}
-    assert pool_terms(weighted, df, common=1000) == weighted  # no bound: every term
-    assert pool_terms(weighted, df, common=1000, postings=400) == [["rare", 3.0],
-                                                                   ["middle", 1.5]]
-    assert pool_terms(weighted, df, common=1000, postings=5) == [["rare", 3.0]]
-    assert pool_terms(weighted, df, common=100) == [["rare", 3.0]]
 
 
 def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():
