@@ -26,8 +26,8 @@ import redis.exceptions
 
 from zapomni.shared.errors import StoreError
 from zapomni.shared.graphstore import (
-    HNSW,
     GRAPH_PREFIX,
+    HNSW,
     Graph,
     GraphStore,
     list_graphs,
