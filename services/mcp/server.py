@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from zapomni.services.mcp import front as ops
-from zapomni.services.mcp.arguments import ArgumentErrors
+from zapomni.services.mcp.arguments import ArgumentErrors, Refusals
 from zapomni.services.mcp.conventions import (
     ADD,
     DESTRUCTIVE,
@@ -72,8 +72,6 @@ from zapomni.shared.validation import (
     decode_search,
 )
 
-log = logging.getLogger(__name__)
-
 INSTRUCTIONS = """Zapomni is a long-term memory. add_memory stores text (it is chunked, embedded
 and indexed in the background: poll graph_status(task_id) until state is "done");
 search_memory finds the passages that answer a question. Named things (people, places,
@@ -83,6 +81,7 @@ it, build_graph (re)builds it. Namespaces keep memories apart."""
 
 OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
             (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))
+REFUSAL_LOG = {"invalid": logging.INFO, "not_found": logging.INFO}  # else a warning
 
 
 @contextlib.contextmanager
@@ -97,11 +96,12 @@ def tool_call(tool: str) -> Iterator[None]:
         if outcome in ("overloaded", "unavailable"):
             if tool.startswith("add_"):
                 metrics.REFUSALS.labels(outcome).inc()
-            raise ToolError(f"temporarily unavailable: {exc.message}") from None
-        raise ToolError(exc.message) from None
+            raise ToolError(f"temporarily unavailable: {exc.message}",
+                            log_level=logging.WARNING) from None
+        raise ToolError(exc.message, log_level=REFUSAL_LOG.get(outcome, logging.WARNING)
+                        ) from None
     except Exception:
-        outcome = "internal"
-        log.exception("tool %s failed", tool)
+        outcome = "internal"  # logged with its type by Refusals (services/mcp/arguments.py)
         raise
     finally:
         metrics.TOOL_CALLS.labels(tool, outcome).inc()
@@ -128,7 +128,8 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     # ScopeCheck refuses what the caller's token does not cover, before anything runs
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan, auth=verifier,
                   mask_error_details=True, strict_input_validation=True,
-                  middleware=[ScopeCheck(live, auth=verifier is not None), ArgumentErrors()])
+                  middleware=[Refusals(), ScopeCheck(live, auth=verifier is not None),
+                              ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
     from zapomni.services.mcp.tools_update import add_update_tools  # it imports this module
@@ -236,7 +237,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     @mcp.tool(**tool_spec(DESTRUCTIVE, DeleteReceipt))
     async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """Delete a memory with its chunks. Returns a task_id; graph_status shows when it is
-        done. Afterwards the same text can be added again."""
+        done. Afterwards the same text can be added again. A memory not stored (deleted
+        already) answers status "gone" with no task: nothing changes."""
         with tool_call("delete_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))

@@ -212,6 +212,8 @@ async def test_prompts_lead_the_model_to_the_tools(client):
 
 
 @pytest.mark.parametrize(("prompt", "arguments", "message"), [
+    ("recall", {}, "topic: required but missing; send it as a string (what to recall: a "
+                   "question, a name or a subject)"),
     ("recall", {"topic": "  "}, "topic: must not be empty; say what to recall"),
     ("recall", {"topic": "x" * 2001}, "topic: too long (at most 2,000 characters)"),
     ("recall", {"topic": "x", "namespace": "Bad NS"}, "namespace: must be 1-64 characters"),
