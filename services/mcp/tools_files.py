@@ -13,7 +13,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
+from zapomni.services.mcp.conventions import HOST_FILES, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.messages import FilesJob, IngestPath, TaskReceipt, TaskRecord
@@ -41,7 +41,7 @@ async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
 def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     from zapomni.services.mcp.server import plain, tool_call  # server.py imports this module
 
-    @mcp.tool(**tool_spec(DESTRUCTIVE, TaskReceipt))
+    @mcp.tool(**tool_spec(HOST_FILES, TaskReceipt))
     async def ingest_path(path: str, namespace: str | None = None,
                           include: list[str] | None = None,
                           exclude: list[str] | None = None) -> dict[str, Any]:

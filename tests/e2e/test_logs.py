@@ -18,7 +18,8 @@ REFUSED = [  # (tool, arguments, what the caller reads: the log line's reason)
     ("add_memory", {"text": " "}, "text: must not be empty"),
     ("search_memory", {"query": "x", "limit": "10"}, "limit: expected an integer, got a string"),
     ("get_stats", {"namespace": "private"}, "not covered by this token"),
-    ("add_memories", {"items": [{"text": "x"}] * 1001}, "too many items (at most 1,000)"),
+    ("add_memories", {"items": [{"text": "x"}] * 1001},
+     "items: expected a list of 1 to 1000 items"),
     ("delete_memory", {"memory_id": "mem_" + "0" * 32}, None),  # answered, not refused
 ]
 
