@@ -5,6 +5,7 @@ pooling and L2 normalisation. Runs on a thread so it never blocks an event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import numpy as np
 import onnxruntime as ort
@@ -33,18 +34,25 @@ def load_tokenizer() -> Tokenizer:
     return tok
 
 
+@functools.cache
+def inference_session(threads: int) -> ort.InferenceSession:
+    """The model's ONNX session with this many threads, one per process (a session's run is
+    thread-safe): a server builds its embedders once, but a process that builds many (the
+    tests' query services and workers, one set per test) held ~45 MB a session until the
+    garbage collector found it: the pytest process grew to 5.9 GB."""
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    model = checksums.minilm_path()  # refuses weights that differ from their pin
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
 class OnnxEmbedder:
     name = MODEL_NAME
 
     def __init__(self, threads: int = 0, batch: int = BATCH) -> None:
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        model = checksums.minilm_path()  # refuses weights that differ from their pin
-        self._session = ort.InferenceSession(
-            model, options, providers=["CPUExecutionProvider"]
-        )
+        self._session = inference_session(threads)
         self._tokenizer = Tokenizer.from_file(tokenizer_path())
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")

@@ -27,6 +27,7 @@ from zapomni.shared.store import cypher_moves, cypher_schema
 log = logging.getLogger(__name__)
 
 TIMED_OUT = "Query timed out"  # FalkorDB's answer to a query past its TIMEOUT
+NO_GRAPH = "Invalid graph operation on empty key"  # a read of a namespace never written
 GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" would clash
 # the vector index of a new namespace (FalkorDB fixes efRuntime when the index is created, with
 # no per-query override): recall@10 0.986 at 10k chunks with ef_runtime 200 (100: 0.960);
@@ -173,7 +174,10 @@ async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None =
                     raise Unavailable("FalkorDB is rebuilding its indexes (it restarted); "
                                       "retry in a few seconds") from exc
                 continue  # the index was finished between the query and the check
-            log.error("falkordb refused a query: %s", exc)
+            if str(exc) == NO_GRAPH:  # the callers that expect it answer politely
+                log.debug("%s: no graph yet", getattr(graph, "name", "?"))
+            else:
+                log.error("falkordb refused a query: %s", exc)
             raise StoreError("the graph store refused a query") from exc
     raise AssertionError("unreachable")
 

@@ -18,6 +18,9 @@ Task state is a state machine with this module as its only writer:
 
     queued -> running -> done | failed | cancelled
 
+A task is queued ("waiting for a worker") until a worker starts it; starting it says so in
+its message ("a worker started it"), so graph_status's state and message agree.
+
 Every change is one atomic script that checks the allowed from-states, writes and refreshes
 the record's expiry. Terminal states are final: a late "running" or progress write is refused,
 and a write never recreates a record that has expired. The scripts name the keys they build
@@ -101,6 +104,12 @@ if ARGV[6] == '1' and redis.call('GET', claim_key(key)) ~= id then return {0, 'l
 local n = tonumber(ARGV[7])
 if n > 0 then redis.call('HSET', key, unpack(ARGV, 8, 7 + 2 * n)) end
 for i = 8 + 2 * n, #ARGV, 2 do redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]) end
+if state == 'queued' and to == 'running' then  -- the message agrees with the state
+  local said = redis.call('HGET', key, 'message') or ''
+  if string.sub(said, 1, 20) == 'waiting for a worker' then
+    redis.call('HSET', key, 'message', 'a worker started it' .. string.sub(said, 21))
+  end
+end
 if to ~= '' and to ~= state then
   transition(key, id, state, to, now, ttl)
 else

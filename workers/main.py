@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     stop_surely(worker)
     try:
         worker.run()
+    except asyncio.CancelledError:  # arq 0.28 lets a job cancelled by the stop out of run()
+        log.info("stopped; the job cancelled on the way runs again (jobs are idempotent)")
     finally:
         close_models()
 

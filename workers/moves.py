@@ -158,7 +158,8 @@ async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
                      finished_at=time.time(), error="", graph_task_id=follow,
                      message=f"imported: {published} memories made searchable, "
                              f"{embedded} chunks embedded"
-                             + (", entities to be read by a graph task" if follow else ""))
+                             + (f"; graph task {follow} reads their entities" if follow
+                                else ""))
     log.info("import %s into %s: %d memories made searchable, %d chunks embedded",
              job.task_id, job.namespace, published, embedded)
     return "done"

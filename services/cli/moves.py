@@ -113,7 +113,7 @@ def run_import(args: argparse.Namespace) -> int:
         if record.state != "done":
             raise ZapomniError(f"the import task {record.task_id} ended {record.state}: "
                                f"{record.error or record.message}")
-        print(f"zapomni: {record.message} (task {record.task_id})", file=sys.stderr,
+        print(f"zapomni: {record.message} (import task {record.task_id})", file=sys.stderr,
               flush=True)
         if record.graph_task_id:
             print(f"zapomni: follow the entities with graph_status"

@@ -1,4 +1,5 @@
-"""Tool arguments the tool's signature refuses, told in our words.
+"""Tool arguments the tool's signature refuses (and prompt arguments missing), told in our
+words.
 
 fastmcp checks a call's arguments against the tool's signature with pydantic before the tool
 runs (strict: ``"10"`` is not an integer, ``"yes"`` not a boolean) and raises its own
@@ -10,9 +11,10 @@ fastmcp and pydantic report bad arguments; tests/integration/test_fuzz.py fails 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.exceptions import FastMCPError, PromptError, ToolError, ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticError
@@ -21,6 +23,8 @@ from zapomni.shared import metrics
 from zapomni.shared.errors import shown
 from zapomni.shared.validation import json_kind
 
+log = logging.getLogger(__name__)
+
 # pydantic's error types -> what the argument should have been
 EXPECTED = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",
             "bool_type": "true or false", "dict_type": "a JSON object", "list_type": "a list",
@@ -28,6 +32,39 @@ EXPECTED = {"string_type": "a string", "int_type": "an integer", "float_type": "
 SCHEMA_TYPES = {"string": "a string", "integer": "an integer", "number": "a number",
                 "boolean": "true or false", "object": "a JSON object", "array": "a list",
                 "null": "null"}
+
+
+class Refusals(Middleware):
+    """One log line per call that did not succeed, with the tool (or prompt) and the reason
+    the caller read: a refusal at info, an internal error at error with its type (fastmcp's
+    own report of it, without the reason, is dropped: shared/logs.py). Outermost, so that
+    it sees the answer as worded."""
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext) -> Any:
+        return await logged("tool", context, call_next)
+
+    async def on_get_prompt(self, context: MiddlewareContext, call_next: CallNext) -> Any:
+        return await logged("prompt", context, call_next)
+
+
+async def logged(what: str, context: MiddlewareContext, call_next: CallNext) -> Any:
+    try:
+        return await call_next(context)
+    except FastMCPError as exc:
+        cause = exc.__cause__  # fastmcp masks an exception of ours as "Error calling tool"
+        if cause is not None and not isinstance(cause, FastMCPError):
+            failed(what, context.message.name, cause)
+        else:
+            log.log(min(exc.log_level, logging.WARNING), "%s %s refused: %s", what,
+                    context.message.name, exc)
+        raise
+    except Exception as exc:
+        failed(what, context.message.name, exc)
+        raise
+
+
+def failed(what: str, name: str, exc: BaseException) -> None:
+    log.error("%s %s failed: %s", what, name, type(exc).__name__, exc_info=exc)
 
 
 class ArgumentErrors(Middleware):
@@ -42,7 +79,22 @@ class ArgumentErrors(Middleware):
             metrics.TOOL_CALLS.labels(tool, "invalid").inc()
             cause = exc.__cause__
             errors = cause.errors(include_url=False) if isinstance(cause, PydanticError) else []
-            raise ToolError(describe_errors(errors, tool, schema)) from None
+            raise ToolError(describe_errors(errors, tool, schema), log_level=logging.INFO) from None
+
+    async def on_get_prompt(self, context: MiddlewareContext, call_next: CallNext) -> Any:
+        """A prompt's required argument missing: named here (fastmcp answers only "Error
+        rendering prompt")."""
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        prompt = await server.get_prompt(context.message.name) if server else None
+        given = context.message.arguments or {}
+        for argument in (prompt.arguments or []) if prompt else []:
+            if argument.required and argument.name not in given:
+                # the argument's description, before fastmcp's note on JSON values
+                what = (argument.description or prompt.description or "").split("\n")[0]
+                raise PromptError(f"{shown(argument.name)}: required but missing; send it as "
+                                  f"a string ({what})",
+                                  log_level=logging.INFO)
+        return await call_next(context)
 
 
 async def tool_schema(context: MiddlewareContext, tool: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What every tool does around its work: the call counted and timed, a ZapomniError turned
 into a ToolError with its short message (retryable ones say so; anything else is masked by
-fastmcp and logged here), and the answer turned into builtins. The tool modules import it;
+fastmcp and logged with its type by services/mcp/arguments.Refusals), and the answer turned into builtins. The tool modules import it;
 it imports none of them."""
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from fastmcp.exceptions import ToolError
 from zapomni.shared import metrics
 from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
 
-log = logging.getLogger(__name__)
-
 OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
             (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))
+REFUSAL_LOG = {"invalid": logging.INFO, "not_found": logging.INFO}  # else a warning
 
 
 @contextlib.contextmanager
@@ -35,11 +34,12 @@ def tool_call(tool: str) -> Iterator[None]:
         if outcome in ("overloaded", "unavailable"):
             if tool.startswith("add_"):
                 metrics.REFUSALS.labels(outcome).inc()
-            raise ToolError(f"temporarily unavailable: {exc.message}") from None
-        raise ToolError(exc.message) from None
+            raise ToolError(f"temporarily unavailable: {exc.message}",
+                            log_level=logging.WARNING) from None
+        raise ToolError(exc.message, log_level=REFUSAL_LOG.get(outcome, logging.WARNING)
+                        ) from None
     except Exception:
-        outcome = "internal"
-        log.exception("tool %s failed", tool)
+        outcome = "internal"  # logged with its type by Refusals (services/mcp/arguments.py)
         raise
     finally:
         metrics.TOOL_CALLS.labels(tool, outcome).inc()

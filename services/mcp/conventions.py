@@ -5,9 +5,10 @@ of (several: the answer is one of them). tests/integration/test_mcp_conventions.
 a tool registered without both, and validates every tool's real answers against its schema.
 
 The hints (MCP ``ToolAnnotations``) are hints, chosen for what the memory does: it is a
-closed world (``openWorldHint`` false everywhere: no tool reaches outside Zapomni's own
-stores). Reads change nothing a client can see (search's access counts, which rank="memory"
-reads, are bookkeeping). Adding a text again is a no-op, so the writes are idempotent;
+closed world (``openWorldHint`` false: no tool reaches outside Zapomni's own stores) except
+ingest_path, which reads the files of the server's machine (``HOST_FILES``). Reads change
+nothing a client can see (search's access counts, which rank="memory" reads, are
+bookkeeping). Adding a text again is a no-op, so the writes are idempotent;
 deleting, cancelling an ingest (it is undone) and updating (keys replaced, a text
 superseded) destroy what was there.
 """
@@ -22,9 +23,10 @@ from fastmcp import Context
 from mcp.types import ToolAnnotations
 
 
-def hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+def hints(*, read_only: bool, destructive: bool, idempotent: bool,
+          open_world: bool = False) -> ToolAnnotations:
     return ToolAnnotations(readOnlyHint=read_only, destructiveHint=destructive,
-                           idempotentHint=idempotent, openWorldHint=False)
+                           idempotentHint=idempotent, openWorldHint=open_world)
 
 
 # reads: get_*, search_*, list_*, graph_status, build_context
@@ -33,6 +35,8 @@ READ = hints(read_only=True, destructive=False, idempotent=True)
 ADD = hints(read_only=False, destructive=False, idempotent=True)
 # delete_memory, update_memory, cancel_task: what was stored before is gone; again: no-op
 DESTRUCTIVE = hints(read_only=False, destructive=True, idempotent=True)
+# ingest_path: reads the host's files (an open world); a changed file replaces its memory
+HOST_FILES = hints(read_only=False, destructive=True, idempotent=True, open_world=True)
 
 
 def answer_schema(*kinds: Any) -> dict[str, Any]:

@@ -219,7 +219,13 @@ def iso_seconds(seconds: float) -> str:
 async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
     owner = await redis_call(front, tasks.owner_task(front.redis, ref.namespace, ref.memory_id))
     if owner is None:
-        await front.query.call("/v1/memory", ref, dict)  # NotFound when it is not stored
+        try:
+            await front.query.call("/v1/memory", ref, dict)
+        except NotFound:  # a delete again (the tool is idempotent): nothing changes
+            return DeleteReceipt(
+                memory_id=ref.memory_id, task_id=None, status="gone", namespace=ref.namespace,
+                message=f"{ref.memory_id} is not stored in namespace '{ref.namespace}' "
+                        "(deleted already, or never added); nothing to delete")
     task_id, state = await queue_delete(front, ref.namespace, ref.memory_id,
                                         "waiting for a worker")
     return DeleteReceipt(memory_id=ref.memory_id, task_id=task_id, status=state,

@@ -8,9 +8,11 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
+from typing import Annotated
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import PromptError
+from pydantic import Field
 
 from zapomni.shared.conversation import check_thread
 from zapomni.shared.errors import InvalidInput
@@ -82,7 +84,9 @@ def summary_text(namespace: str) -> str:
 
 def add_prompts(mcp: FastMCP) -> None:
     @mcp.prompt
-    def recall(topic: str, namespace: str | None = None) -> str:
+    def recall(topic: Annotated[str, Field(description="what to recall: a question, a "
+                                                      "name or a subject")],
+               namespace: str | None = None) -> str:
         """Recall what the memory knows about a topic, citing the memories it used."""
         with prompt_arguments():
             return recall_text(check_topic(topic), check_namespace(namespace))

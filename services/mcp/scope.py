@@ -98,7 +98,7 @@ class ScopeCheck(Middleware):
                 await self.check_tool(scope, context)
             except ZapomniError as exc:
                 metrics.TOOL_CALLS.labels(context.message.name, "refused").inc()
-                raise ToolError(exc.message) from None
+                raise ToolError(exc.message, log_level=logging.INFO) from None
         return await call_next(context)
 
     async def check_tool(self, scope: Scope, context: MiddlewareContext) -> None:

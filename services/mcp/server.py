@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from zapomni.services.mcp import front as ops
-from zapomni.services.mcp.arguments import ArgumentErrors
+from zapomni.services.mcp.arguments import ArgumentErrors, Refusals
 from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import (
     ADD,
@@ -94,7 +94,8 @@ def build_server(settings: Settings, *, auth: bool = True) -> FastMCP:
     # ScopeCheck refuses what the caller's token does not cover, before anything runs
     mcp = FastMCP("zapomni", instructions=INSTRUCTIONS, lifespan=lifespan, auth=verifier,
                   mask_error_details=True, strict_input_validation=True,
-                  middleware=[ScopeCheck(live, auth=verifier is not None), ArgumentErrors()])
+                  middleware=[Refusals(), ScopeCheck(live, auth=verifier is not None),
+                              ArgumentErrors()])
     add_tools(mcp, live)
     add_graph_tools(mcp, live)
     add_update_tools(mcp, live)
@@ -202,7 +203,8 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     @mcp.tool(**tool_spec(DESTRUCTIVE, DeleteReceipt))
     async def delete_memory(memory_id: str, namespace: str | None = None) -> dict[str, Any]:
         """Delete a memory with its chunks. Returns a task_id; graph_status shows when it is
-        done. Afterwards the same text can be added again."""
+        done. Afterwards the same text can be added again. A memory not stored (deleted
+        already) answers status "gone" with no task: nothing changes."""
         with tool_call("delete_memory"):
             ref = MemoryRef(memory_id=check_id(memory_id, "memory_id"),
                             namespace=check_namespace(namespace))

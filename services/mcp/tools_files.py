@@ -14,7 +14,7 @@ from typing import Any
 from fastmcp import FastMCP
 
 from zapomni.services.mcp.calls import plain, tool_call
-from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
+from zapomni.services.mcp.conventions import HOST_FILES, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
 from zapomni.shared.ids import new_task_id
 from zapomni.shared.protocol.api import IngestPath, TaskReceipt
@@ -42,7 +42,7 @@ async def queue_ingest_path(front: Front, request: IngestPath) -> TaskReceipt:
 
 
 def add_files_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
-    @mcp.tool(**tool_spec(DESTRUCTIVE, TaskReceipt))
+    @mcp.tool(**tool_spec(HOST_FILES, TaskReceipt))
     async def ingest_path(path: str, namespace: str | None = None,
                           include: list[str] | None = None,
                           exclude: list[str] | None = None) -> dict[str, Any]:

@@ -9,13 +9,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -170,7 +173,27 @@ def up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or base.data_dir or default_dir("XDG_DATA_HOME",
                                                                   ".local/share")).resolve()
     log_dir = data_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    with removed_if_refused(data_dir):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        lock, settings = prepare(args, base, data_dir)
+    return run_stack(args, settings, data_dir, log_dir, lock)
+
+
+@contextlib.contextmanager
+def removed_if_refused(data_dir: Path) -> Iterator[None]:
+    """A start refused (a busy port, a bind without a token...) leaves no data directory
+    behind: the directories this run created are removed, never one that was there."""
+    new = next((d for d in (*reversed(data_dir.parents), data_dir) if not d.exists()), None)
+    try:
+        yield
+    except SystemExit:
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
+        raise
+
+
+def prepare(args: argparse.Namespace, base: Settings, data_dir: Path) -> tuple[int, Settings]:
+    """The data directory locked, the stack's settings, and its ports checked free."""
     lock = lock_data_dir(data_dir)  # held until this process and its FalkorDB have exited
     db_url = f"redis://127.0.0.1:{args.falkordb_port}"
     settings = Settings.from_env(
@@ -184,6 +207,11 @@ def up(args: argparse.Namespace) -> int:
     for port, flag in ports:
         if not port_free(port):
             raise SystemExit(f"zapomni: port {port} is in use; pass {flag} with another port")
+    return lock, settings
+
+
+def run_stack(args: argparse.Namespace, settings: Settings, data_dir: Path, log_dir: Path,
+              lock: int) -> int:
     binaries = ensure_binaries(say=say)
     stop: list[bool] = []
     for sig in (signal.SIGINT, signal.SIGTERM):

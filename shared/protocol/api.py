@@ -145,9 +145,10 @@ class AddReceipt(Lenient):
 
 class DeleteReceipt(Lenient):
     memory_id: str
-    task_id: str
+    task_id: str | None  # None: the memory was not stored (status "gone"); nothing to do
     status: str
     namespace: str = DEFAULT_NAMESPACE
+    message: str | msgspec.UnsetType = msgspec.UNSET  # with "gone": what that means
 
 
 

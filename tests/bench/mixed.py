@@ -53,7 +53,7 @@ from tests.bench.retrieval import (
     reset,
 )
 from tests.support.servers import ThreadedServer
-from zapomni.services.query import search
+from zapomni.services.query import hits
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.protocol.answers import SearchHit, SearchResponse
@@ -228,7 +228,7 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
     context = {"docs": docs, "owners": owners, "spans": spans, "joined": joined}
     rows = []
     for cap in args.caps:
-        search.MAX_PER_MEMORY = cap  # the query service runs in this process
+        hits.MAX_PER_MEMORY = cap  # the query service runs in this process
         with ThreadedServer(build_app(settings), port=free_port()) as server:
             async with httpx2.AsyncClient(base_url=server.url, timeout=120) as http:
                 for variant in args.variants:

@@ -33,7 +33,7 @@ from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.services.query import search
+from zapomni.services.query import hits, search
 from zapomni.services.query.app import build_app
 from zapomni.services.query.search import WEIGHTS
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
@@ -258,7 +258,7 @@ async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
                 search.WEIGHTS = WEIGHTS
                 if args.dump:
                     dump(args.dump, name, mode, queries, ranked, scores)
-                rows.append({"dataset": name, "mode": mode, "cap": search.MAX_PER_MEMORY,
+                rows.append({"dataset": name, "mode": mode, "cap": hits.MAX_PER_MEMORY,
                              "pool": search.KEYWORD_POOL,
                              "queries": len(queries), **score(name, queries, ranked),
                              "p50_ms": percentile(latencies, 0.5),

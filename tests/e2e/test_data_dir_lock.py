@@ -4,6 +4,10 @@ in use stops at once and says who holds it; the lock goes with the stack."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +50,24 @@ def test_a_second_stack_on_a_data_dir_in_use_exits_with_who_holds_it(stacks, tmp
     assert first.process.poll() is None  # the first one serves on
     assert first.stop() == 0
     os.close(lock_data_dir(tmp_path))  # and once it has stopped, the directory is free
+
+
+def test_a_start_refused_for_a_busy_port_leaves_no_data_dir_behind(tmp_path):
+    """What the refused start created goes; a directory that was there stays as it was."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for data_dir in (tmp_path / "new" / "data", kept):
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", "1",
+                 "--data-dir", str(data_dir), "--mcp-port", str(port)],
+                capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 1
+            assert f"zapomni: port {port} is in use; pass --mcp-port with another port" in \
+                done.stderr
+    assert not (tmp_path / "new").exists()
+    assert (kept / "notes.txt").read_text() == "mine"

@@ -16,7 +16,7 @@ from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.task_status import shape_task
-from zapomni.services.query.search import MAX_PER_MEMORY
+from zapomni.services.query.hits import MAX_PER_MEMORY
 from zapomni.shared import tasks
 from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.conversation import decode_context

@@ -201,27 +201,45 @@ async def test_a_memory_not_yet_written_is_queued_then_ingesting_with_its_task(
     assert "parts" not in queued
     resource = await client.read_resource(f"memory://notes/{added['memory_id']}")
     assert json.loads(resource[0].text)["status"] == "queued"
+    status = await call(client, "graph_status", task_id=added["task_id"])
+    assert (status["state"], status["message"]) == ("queued", "waiting for a worker")
     seen = {}
 
     async def look(job) -> None:  # a worker has taken the job; nothing is written yet
         seen["running"] = await call(client, "get_memory", memory_id=added["memory_id"],
                                      namespace="notes")
         seen["stored"] = await stored(settings, "notes")
+        seen["status"] = await call(client, "graph_status", task_id=added["task_id"])
 
     await run_workers(settings, checkpoint=Act("owned", look))
     assert seen["stored"]["memories"] == 0
+    assert seen["status"]["state"] == "running"  # and a message that waits for no worker
+    assert not seen["status"]["message"].startswith("waiting"), seen["status"]
     assert (seen["running"]["status"], seen["running"]["task_id"], seen["running"]["text"]) == (
         "ingesting", added["task_id"], text)
     ready = await call(client, "get_memory", memory_id=added["memory_id"], namespace="notes")
     assert (ready["status"], ready["chunk_count"], ready["text"]) == ("ready", 1, text)
     assert "task_id" not in ready
 
+    deleted = await call(client, "delete_memory", memory_id=added["memory_id"],
+                         namespace="notes")
+
+    async def look_again(job) -> None:  # a delete says nothing more until it is done
+        seen["deleting"] = await call(client, "graph_status", task_id=deleted["task_id"])
+
+    await run_workers(settings, checkpoint=Act("deleted", look_again))
+    assert (seen["deleting"]["state"], seen["deleting"]["message"]) == (
+        "running", "a worker started it")
+
 
 async def test_unknown_ids_say_not_found(client):
     assert await error(client, "graph_status", task_id="task_" + "0" * 32) == (
         f"task_id: task_{'0' * 32} not found (task records are kept 7 days)")
-    assert await error(client, "delete_memory", memory_id="mem_" + "0" * 32) == (
-        f"memory_id: mem_{'0' * 32} not found in namespace 'default'")
+    assert await call(client, "delete_memory", memory_id="mem_" + "0" * 32) == {
+        "memory_id": "mem_" + "0" * 32, "task_id": None, "status": "gone",
+        "namespace": "default", "message": f"mem_{'0' * 32} is not stored in namespace "
+                                           "'default' (deleted already, or never added); "
+                                           "nothing to delete"}
     assert await error(client, "update_memory", memory_id="mem_" + "0" * 32,
                        metadata={"tags": ["x"]}) == (
         f"memory_id: mem_{'0' * 32} not found in namespace 'default'")

@@ -102,8 +102,14 @@ async def test_get_and_delete_memory(settings, front, query_service, aredis):
     assert await stored(settings) == {"memories": 1, "ready": 1, "chunks": 1, "has_chunk": 1,
                                       "next": 0, "orphan_chunks": 0}
     assert [h.memory_id for h in await search(front, "wifi password")] == [keep.memory_id]
-    with pytest.raises(NotFound, match="not found in namespace 'default'"):
-        await ops.delete_memory(front, MemoryRef(memory_id=gone.memory_id))
+    # a second delete (the tool is idempotent) answers that it is gone, and changes nothing
+    twice = await ops.delete_memory(front, MemoryRef(memory_id=gone.memory_id))
+    assert (twice.status, twice.task_id, twice.message) == (
+        "gone", None, f"{gone.memory_id} is not stored in namespace 'default' (deleted "
+                      "already, or never added); nothing to delete")
+    assert await aredis.zcard(settings.queue_name) == 0
+    assert await stored(settings) == {"memories": 1, "ready": 1, "chunks": 1, "has_chunk": 1,
+                                      "next": 0, "orphan_chunks": 0}
 
     again = await add(front, "Delete me: the old wifi password was hunter2.")
     assert not again.duplicate and again.memory_id == gone.memory_id
