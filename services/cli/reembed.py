@@ -10,7 +10,7 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.progress import Progress
 from zapomni.shared.errors import InvalidInput, Unavailable
 from zapomni.shared.settings import Settings
 
@@ -45,7 +45,8 @@ async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str 
             status = await call(client, "graph_status", task_id=receipt["task_id"])
             if not wait:
                 return status
-            with Progress(f"reembed {namespace}", 0, "chunks", quiet=not show) as progress:
+            with Progress(f"reembed {namespace}", 0, ("chunk", "chunks"),
+                          quiet=not show) as progress:
                 while status["state"] not in ENDED:
                     await asyncio.sleep(POLL)
                     status = await call(client, "graph_status", task_id=receipt["task_id"])
