@@ -236,6 +236,6 @@ def run(args: Any, url: str, token: str, max_bytes: int, max_files: int) -> int:
     except (OSError, RuntimeError, ExceptionGroup) as exc:
         raise SystemExit(f"zapomni ingest: cannot talk to the MCP front at {url} "
                          f"({type(exc).__name__}); start it with `zapomni up`, or pass "
-                         "--url and --token") from None
+                         "--mcp-url and --token") from None
     print(summary(tally))
     return 1 if tally.failed else 0

@@ -18,10 +18,6 @@ POLL = 1.0  # seconds between graph_status calls
 ENDED = ("done", "failed", "cancelled")
 
 
-def front_url(settings: Settings, given: str) -> str:
-    return given or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
-
-
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     try:
         return (await client.call_tool(tool, arguments)).structured_content
@@ -36,7 +32,7 @@ async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str 
     ``token``: the front's bearer token (default ZAPOMNI_MCP_TOKEN); a scoped one is
     checked as any caller's. ``server``: a FastMCP server to call in-process instead of the
     front's URL (tests)."""
-    url = front_url(settings, mcp_url)
+    url = mcp_url or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
     client = Client(server or url,
                     auth=None if server else token or settings.mcp_token or None)
     try:

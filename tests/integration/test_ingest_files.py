@@ -64,7 +64,7 @@ async def found(client: Client, word: str) -> list[str]:
 @pytest.mark.timeout(600)
 async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front_url, capsys):
     (tree / "blob.bin").write_bytes(b"\x00\x01binary")
-    code, out, err = await zapomni_ingest(capsys, str(tree), "--url", front_url)
+    code, out, err = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url)
     assert code == 0, out
     assert out.splitlines()[0] == ("added 12, unchanged 0, replaced 0, pruned 0, skipped 1, "
                                    "failed 0")
@@ -82,7 +82,7 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
                             mode="keyword", filters=lamp))["results"]
         assert (hit["start_line"], hit["end_line"]) == (4, 6)
 
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url)
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url)
         assert out.splitlines()[0] == ("added 0, unchanged 12, replaced 0, pruned 0, "
                                        "skipped 1, failed 0")
         assert await sources(client) == first
@@ -90,7 +90,7 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         notes = tree / "notes.txt"
         notes.write_text(notes.read_text().replace("cormorant", "puffin"))
         (tree / "code" / "lamp.go").unlink()
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--prune")
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune")
         assert code == 0, out
         assert out.splitlines()[0] == ("added 0, unchanged 10, replaced 1, pruned 1, "
                                        "skipped 1, failed 0")
@@ -102,7 +102,7 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         assert await found(client, "ocelot") == []
 
         # a narrower run with --prune: the files its --include leaves out are not gone
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--prune",
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune",
                                             "--include", "*.py")
         assert out.splitlines()[0] == ("added 0, unchanged 1, replaced 0, pruned 0, "
                                        "skipped 0, failed 0")
@@ -110,7 +110,7 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
 
 
 async def test_include_exclude_and_namespace(tree, front_url, capsys):
-    code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--include",
+    code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--include",
                                         "*.py", "--include", "*.md", "--exclude", "README*",
                                         "--namespace", "code")
     assert code == 0 and out.splitlines()[0].startswith("added 1, unchanged 0")
@@ -130,7 +130,7 @@ async def test_files_of_two_roots_keep_apart_and_progress_reads_as_english(
         (tmp_path / name / "__pycache__").mkdir()
         (tmp_path / name / "__pycache__" / "x.pyc").write_bytes(b"\x00compiled")
     code, out, err = await zapomni_ingest(capsys, str(tmp_path / "json"),
-                                          str(tmp_path / "asyncio"), "--url", front_url)
+                                          str(tmp_path / "asyncio"), "--mcp-url", front_url)
     assert (code, out.splitlines()[0]) == (0, "added 2, unchanged 0, replaced 0, pruned 0, "
                                               "skipped 0, failed 0")  # no __pycache__
     assert "zapomni: ingest: 2 files read" in err
@@ -140,7 +140,7 @@ async def test_files_of_two_roots_keep_apart_and_progress_reads_as_english(
                           mode="keyword", filters={"source_prefix": "asyncio/"})
         assert [h["source"] for h in hits["results"]] == ["asyncio/__init__.py"]
     code, out, err = await zapomni_ingest(capsys, str(tmp_path / "json" / "__init__.py"),
-                                          "--url", front_url)
+                                          "--mcp-url", front_url)
     assert "zapomni: ingest: 1 file read" in err and "1 files" not in err
     assert out.splitlines()[0].startswith("added 0, unchanged 0, replaced 0, pruned 0, "
                                           "skipped 1")  # the same text as json/__init__.py
@@ -156,7 +156,7 @@ async def test_ingest_says_what_it_waits_for(tmp_path, settings, query_service, 
         return "".join(seen)
     with ThreadedServer(http_app(settings)) as server:
         running = asyncio.create_task(zapomni_ingest(capsys, str(tmp_path / "one.md"),
-                                                     "--url", f"{server.url}/mcp"))
+                                                     "--mcp-url", f"{server.url}/mcp"))
         await eventually(stderr, lambda err: "(waiting for workers: 1 queued)" in err,
                          "a progress line that names the wait")
         with worker_processes(settings, 1):
@@ -167,7 +167,7 @@ async def test_ingest_says_what_it_waits_for(tmp_path, settings, query_service, 
 
 def test_a_front_that_is_not_there_is_one_clear_line(tree):
     with pytest.raises(SystemExit) as exit_:
-        main(["ingest", str(tree), "--url", "http://127.0.0.1:9/mcp"])
+        main(["ingest", str(tree), "--mcp-url", "http://127.0.0.1:9/mcp"])
     assert str(exit_.value.code).startswith(
         "zapomni ingest: cannot talk to the MCP front at http://127.0.0.1:9/mcp")
     with pytest.raises(SystemExit) as exit_:
