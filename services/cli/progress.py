@@ -26,6 +26,7 @@ class Progress:
         self.done = 0
         self.note = ""
         self.last = 0.0
+        self.shown: tuple = ()  # what the last plain line said
         self.started = time.monotonic()
         self.bar: Bar | None = None
         if sys.stderr.isatty() and not quiet:
@@ -42,7 +43,7 @@ class Progress:
                  tb: TracebackType | None) -> None:
         if self.bar is not None:
             self.bar.stop()
-        elif kind is None and not self.quiet:
+        elif kind is None and not self.quiet and self.shown != self._state():
             self.line()
 
     def update(self, done: int, total: int | None = None, note: str | None = None) -> None:
@@ -58,8 +59,11 @@ class Progress:
         elif not self.quiet and time.monotonic() - self.last >= PLAIN_EVERY:
             self.line()
 
+    def _state(self) -> tuple:
+        return self.done, self.total, self.note
+
     def line(self) -> None:
-        self.last = time.monotonic()
+        self.last, self.shown = time.monotonic(), self._state()
         of = f" / {self.total:,}" if self.total else ""
         unit = self.unit[0] if (self.total or self.done) == 1 else self.unit[1]
         note = f" ({self.note})" if self.note else ""
