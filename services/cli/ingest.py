@@ -48,6 +48,7 @@ class Tally(msgspec.Struct, kw_only=True):
     skipped: list[Skipped] = []
     failed: list[Skipped] = []
     queued: int = 0  # files sent to the front
+    kept: set[str] = set()  # memories that hold the text of a file found (--prune keeps them)
     tasks: dict[str, str] = {}  # task id -> source, to follow
 
 
@@ -134,6 +135,7 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
         if result["duplicate"] and (old is None or old["memory_id"] == result["memory_id"]):
             tally.skipped.append(Skipped(loaded.source, "the same text as a file stored "
                                          f"already (memory {result['memory_id']})"))
+            tally.kept.add(result["memory_id"])
             continue
         tally.tasks[result["task_id"]] = loaded.source
         if old is None:
@@ -148,9 +150,11 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
 async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: set[str],
                 selection: Selection, tally: Tally, prefix: str) -> None:
     """Delete the memories of files that are gone; a file this run's --include/--exclude
-    leave out is not gone, so its memory stays."""
+    leave out is not gone, so its memory stays, nor is one whose text a file found holds (a
+    file renamed: its text is a duplicate of the old name's memory)."""
     for source, memory in stored.items():
-        if source not in seen and selected(selection, source.removeprefix(prefix)):
+        if source not in seen and selected(selection, source.removeprefix(prefix)) and \
+                memory["memory_id"] not in tally.kept:
             deleted = await call(client, "delete_memory", memory_id=memory["memory_id"],
                                  namespace=namespace)
             tally.tasks[deleted["task_id"]] = source

@@ -101,6 +101,14 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         assert await found(client, "puffin") == ["lighthouse/notes.txt"]
         assert await found(client, "ocelot") == []
 
+        # a file renamed: its text is still found, though the memory keeps the old name
+        (tree / "docs" / "guide.rst").rename(tree / "docs" / "manual.rst")
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune")
+        assert out.splitlines()[0] == ("added 0, unchanged 10, replaced 0, pruned 0, "
+                                       "skipped 2, failed 0")
+        assert await sources(client) == now
+        (tree / "docs" / "manual.rst").rename(tree / "docs" / "guide.rst")
+
         # a narrower run with --prune: the files its --include leaves out are not gone
         code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune",
                                             "--include", "*.py")
