@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 import httpx2
 import msgspec
 import numpy as np
+import tenacity
 
 from zapomni.shared import metrics
 from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
@@ -32,6 +32,10 @@ RETRIES = 4  # of a request, on connect errors, timeouts and 5xx (backoff with j
 LOGGED_BODY_CHARS = 200  # of a refusing answer, in the log line (one line of a terminal or two)
 MODEL_HINT = ("check that ZAPOMNI_OLLAMA_MODEL names an embedding model that Ollama serves "
               "and that the texts fit its context")
+
+
+class _Transient(Exception):
+    """A failure worth another try; its argument says what it was."""
 
 
 class EmbedResponse(msgspec.Struct):
@@ -121,31 +125,35 @@ class OllamaEmbedder:
         return vectors
 
     async def _post_with_retries(self, payload: dict) -> bytes:
-        reason = ""
-        for attempt in range(self._retries + 1):
-            if attempt:
-                await asyncio.sleep(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
-            try:
-                response = await self._client.post("/api/embed", json=payload)
-            except httpx2.TimeoutException:
-                reason = "timed out"
-                continue
-            except httpx2.TransportError:
-                reason = "cannot connect"
-                continue
-            if response.status_code >= 500:
-                reason = f"HTTP {response.status_code}"
-                continue
-            if response.status_code >= 400:
-                raise self._rejected(response)
-            return response.content
-        log.warning("ollama at %s unavailable after %d attempts: %s", self._where,
-                    self._retries + 1, reason)
-        raise EmbeddingUnavailable(
-            f"the embedder (Ollama) is unavailable ({reason}) after {self._retries + 1} "
-            "attempts; the job will retry. If this lasts, check that Ollama is running and "
-            "that the workers reach it at ZAPOMNI_OLLAMA_URL"
-        )
+        """The answer's body; connect errors, timeouts and 5xx are tried again after a random
+        wait of up to 0.5 s, doubling to 4 s; a 4xx is refused at once."""
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(_Transient), reraise=True,
+            stop=tenacity.stop_after_attempt(self._retries + 1),
+            wait=tenacity.wait_random_exponential(multiplier=0.5, max=4.0))
+        try:
+            return await retrying(self._post, payload)
+        except _Transient as exc:
+            log.warning("ollama at %s unavailable after %d attempts: %s", self._where,
+                        self._retries + 1, exc.args[0])
+            raise EmbeddingUnavailable(
+                f"the embedder (Ollama) is unavailable ({exc.args[0]}) after "
+                f"{self._retries + 1} attempts; the job will retry. If this lasts, check that "
+                "Ollama is running and that the workers reach it at ZAPOMNI_OLLAMA_URL"
+            ) from None
+
+    async def _post(self, payload: dict) -> bytes:
+        try:
+            response = await self._client.post("/api/embed", json=payload)
+        except httpx2.TimeoutException:
+            raise _Transient("timed out") from None
+        except httpx2.TransportError:
+            raise _Transient("cannot connect") from None
+        if response.status_code >= 500:
+            raise _Transient(f"HTTP {response.status_code}")
+        if response.status_code >= 400:
+            raise self._rejected(response)
+        return response.content
 
     def _rejected(self, response: httpx2.Response) -> EmbeddingRejected:
         try:

@@ -4,7 +4,8 @@
 files, then its folders: ``walk_key``): a ``Found`` file to read, or a ``Skipped`` one with
 the reason, one line a user can act on. It can start after a given file (a continuation).
 It honours ``.gitignore`` files (each applies to its own folder and below; the last matching
-line wins; ``!`` re-includes), never enters ``.git``, follows symbolic links but not into a
+line wins; ``!`` re-includes; pathspec reads them as git does), never enters ``.git``,
+caches or installed packages (``NEVER_ENTER``), follows symbolic links but not into a
 folder it has already entered (a loop), and stops after ``max_files`` files. ``read_file``
 reads one file whole, or says why not (too big, unreadable, binary). With ``within`` (the
 ingest_path tool), every file and folder is opened through shared/roots.py: only inside
@@ -21,12 +22,12 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import pathspec
 
 from zapomni.shared.extract_text import Unreadable, extract
 from zapomni.shared.roots import OUTSIDE, Refused, check_regular, inside, open_inside
@@ -36,7 +37,10 @@ SNIFF_BYTES = 8192  # a NUL byte in the first 8 KiB: binary (git's own test)
 # named .gitignore is no list of patterns)
 MAX_GITIGNORE_BYTES = 1 << 20
 BINARY_KINDS = (".pdf", ".docx")  # binary formats read by shared/extract_text.py
-NEVER_ENTER = (".git",)
+# folders of tools, never a user's text: version control, caches and installed packages (a
+# walk of a Python tree read 38 .pyc files from __pycache__ as "binary" lines)
+NEVER_ENTER = frozenset((".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache",
+                         ".ruff_cache", ".tox", ".venv", "node_modules"))
 READ_ANY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # zapomni ingest: links followed
 
 # files one run reads at most (zapomni ingest, ingest_path): a bound on what one run enqueues
@@ -64,69 +68,27 @@ class Skipped(msgspec.Struct, frozen=True):
 
 
 class Rule(msgspec.Struct, frozen=True):
-    pattern: re.Pattern
-    negate: bool
-    dir_only: bool
+    spec: pathspec.GitIgnoreSpec  # one .gitignore's lines, as git reads them (pathspec)
     base: str  # the folder of the .gitignore, relative to the root ('' = the root)
-
-
-def _glob_regex(glob: str) -> str:
-    """A gitignore glob as a regex: ``*`` and ``?`` stay within a path part, ``**`` crosses."""
-    out, i = [], 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and "]" in glob[i + 1:]:
-            end = glob.index("]", i + 1)
-            body = glob[i + 1:end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return "".join(out)
 
 
 def parse_gitignore(text: str, base: str) -> list[Rule]:
     """The rules of one .gitignore in the folder ``base`` (relative to the root)."""
-    rules = []
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if not line or line.startswith("#"):
-            continue
-        negate = line.startswith("!")
-        line = line[1:] if negate else line.removeprefix("\\")
-        dir_only = line.endswith("/")
-        line = line.rstrip("/")
-        if not line:
-            continue
-        anchored = "/" in line
-        body = _glob_regex(line.lstrip("/"))
-        regex = body if anchored else f"(?:.*/)?{body}"
-        rules.append(Rule(re.compile(f"^{regex}$", re.DOTALL), negate, dir_only, base))
-    return rules
+    spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+    return [Rule(spec, base)] if len(spec) else []
 
 
 def ignored(rules: list[Rule], source: str, is_dir: bool) -> bool:
+    """Whether the .gitignore files in force ignore ``source``: the deepest one with a
+    matching line decides (within one, the last matching line; ``!`` re-includes)."""
     verdict = False
     for rule in rules:
-        if rule.dir_only and not is_dir:
-            continue
         if rule.base and not source.startswith(rule.base + "/"):
             continue
         relative = source[len(rule.base) + 1:] if rule.base else source
-        if rule.pattern.match(relative):
-            verdict = not rule.negate
+        include = rule.spec.check_file(relative + "/" if is_dir else relative).include
+        if include is not None:
+            verdict = include
     return verdict
 
 

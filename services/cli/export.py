@@ -20,7 +20,7 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.progress import MEMORIES, Progress
 from zapomni.shared.errors import NotFound
 from zapomni.shared.graphstore import GraphStore, namespace_exists, run
 from zapomni.shared.protocol.export import (
@@ -106,7 +106,7 @@ async def export_namespace(settings: Settings, namespace: str, out: IO[bytes], *
     try:
         header = await read_header(store, namespace, vectors)
         with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) as zipped, \
-                Progress(f"export {namespace}", header.memories, "memories",
+                Progress(f"export {namespace}", header.memories, MEMORIES,
                          quiet=not show) as progress:
             zipped.write(_encode(header) + b"\n")
             written = 0

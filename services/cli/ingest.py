@@ -12,12 +12,12 @@ follows the tasks with graph_status until all are done and prints a summary.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import tenacity
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
@@ -47,19 +47,22 @@ class Tally(msgspec.Struct, kw_only=True):
     pruned: int = 0
     skipped: list[Skipped] = []
     failed: list[Skipped] = []
+    queued: int = 0  # files sent to the front
+    kept: set[str] = set()  # memories that hold the text of a file found (--prune keeps them)
     tasks: dict[str, str] = {}  # task id -> source, to follow
 
 
+def _queue_full(exc: BaseException) -> bool:
+    return isinstance(exc, ToolError) and str(exc).startswith("temporarily unavailable")
+
+
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
-    """A tool call; a full queue ("temporarily unavailable") is retried with backoff."""
-    for attempt in range(RETRIES):
-        try:
-            return (await client.call_tool(tool, arguments)).structured_content
-        except ToolError as exc:
-            if not str(exc).startswith("temporarily unavailable") or attempt == RETRIES - 1:
-                raise
-        await asyncio.sleep(min(30.0, 2.0 ** attempt))
-    raise AssertionError("unreachable")
+    """A tool call; a full queue ("temporarily unavailable") is tried again after 1, 2, 4...
+    up to 30 s, ``RETRIES`` times in all."""
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception(_queue_full), reraise=True,
+        stop=tenacity.stop_after_attempt(RETRIES), wait=tenacity.wait_exponential(max=30))
+    return (await retrying(client.call_tool, tool, arguments)).structured_content
 
 
 async def stored_files(client: Client, namespace: str, key: str, cap: int) -> dict[str, dict]:
@@ -90,16 +93,25 @@ def batches(items: Iterator[tuple[Loaded, dict | None]]
         yield batch
 
 
+def lead(root: Path) -> str:
+    """What a folder's sources begin with: its own name, so that files of two roots differ
+    (``json/__init__.py``, ``asyncio/__init__.py``) and source_prefix tells them apart, and
+    a file keeps its source whatever else a run names (a file root's source is its name)."""
+    name = root.resolve().name
+    return f"{name}/" if name and root.is_dir() else ""
+
+
 def changed_files(root: Path, selection: Selection, stored: dict[str, dict],
                   seen: set[str], tally: Tally, progress: Progress
                   ) -> Iterator[tuple[Loaded, dict | None]]:
     """The files to send, with the memory each replaces; the rest are counted here."""
-    key = root_key(root)
+    key, prefix = root_key(root), lead(root)
     for found in walk_files(root, selection):
+        found = msgspec.structs.replace(found, source=prefix + found.source)
         seen.add(found.source)
         item = found if isinstance(found, Skipped) else \
             load_file(found, key, selection.max_bytes)
-        progress.read()
+        progress.update(progress.done + 1)
         if isinstance(item, Skipped):
             tally.skipped.append(item)
             continue
@@ -114,14 +126,16 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
                tally: Tally, progress: Progress) -> None:
     items = [{"text": loaded.text, "metadata": loaded.metadata} for loaded, _ in batch]
     answer = await call(client, "add_memories", items=items, namespace=namespace)
+    tally.queued += len(batch)
+    progress.update(progress.done, note=f"{tally.queued:,} queued")
     for (loaded, old), result in zip(batch, answer["results"], strict=True):
-        progress.queued()
         if result.get("stored") is False:
             tally.failed.append(Skipped(loaded.source, result["reason"]))
             continue
         if result["duplicate"] and (old is None or old["memory_id"] == result["memory_id"]):
             tally.skipped.append(Skipped(loaded.source, "the same text as a file stored "
                                          f"already (memory {result['memory_id']})"))
+            tally.kept.add(result["memory_id"])
             continue
         tally.tasks[result["task_id"]] = loaded.source
         if old is None:
@@ -134,11 +148,13 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
 
 
 async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: set[str],
-                selection: Selection, tally: Tally) -> None:
+                selection: Selection, tally: Tally, prefix: str) -> None:
     """Delete the memories of files that are gone; a file this run's --include/--exclude
-    leave out is not gone, so its memory stays."""
+    leave out is not gone, so its memory stays, nor is one whose text a file found holds (a
+    file renamed: its text is a duplicate of the old name's memory)."""
     for source, memory in stored.items():
-        if source not in seen and selected(selection, source):
+        if source not in seen and selected(selection, source.removeprefix(prefix)) and \
+                memory["memory_id"] not in tally.kept:
             deleted = await call(client, "delete_memory", memory_id=memory["memory_id"],
                                  namespace=namespace)
             tally.tasks[deleted["task_id"]] = source
@@ -152,37 +168,41 @@ async def ingest_root(client: Client, root: Path, namespace: str, selection: Sel
     for batch in batches(changed_files(root, selection, stored, seen, tally, progress)):
         await send(client, namespace, batch, tally, progress)
     if pruning:
-        await prune(client, namespace, stored, seen, selection, tally)
+        await prune(client, namespace, stored, seen, selection, tally, lead(root))
 
 
 async def follow(client: Client, tally: Tally, progress: Progress) -> None:
     """Poll graph_status until every task has ended, oldest first (workers take them about
-    in that order, so each poll reads one or two records)."""
-    progress.writing(len(tally.tasks))
+    in that order, so each poll reads one or two records), saying what the oldest waits for
+    (no worker yet, or the worker's own words: chunking, the first model load...)."""
     pending = list(tally.tasks)
     while pending:
         status = await call(client, "graph_status", task_id=pending[0])
         if status["state"] in ("queued", "running"):
+            progress.update(progress.done, note=f"waiting for workers: {len(pending):,} "
+                            "queued" if status["state"] == "queued" else status["message"])
             await asyncio.sleep(POLL_SECONDS)
             continue
         task_id = pending.pop(0)
         if status["state"] != "done":
             reason = status["error"] or status["message"] or status["state"]
             tally.failed.append(Skipped(tally.tasks[task_id], f"{status['state']}: {reason}"))
-        progress.written()
+        progress.update(progress.done + 1, note="")
 
 
 async def ingest(target: Any, roots: list[Path], *, namespace: str = "default",
                  selection: Selection = DEFAULT_SELECTION, pruning: bool = False,
-                 token: str = "", progress: Progress | None = None) -> Tally:
-    """Ingest ``roots`` through the front at ``target`` (a URL, or a server in process)."""
+                 token: str = "", show: bool = False) -> Tally:
+    """Ingest ``roots`` through the front at ``target`` (a URL, or a server in process):
+    files read and queued, then the tasks embedded and written, each shown with ``show``."""
     tally = Tally()
-    progress = progress or Progress(enabled=False)
     async with Client(target, auth=token or None) as client:
-        with progress:
+        with Progress("ingest", 0, ("file read", "files read"), quiet=not show) as reading:
             for root in roots:
-                await ingest_root(client, root, namespace, selection, pruning, tally, progress)
-            await follow(client, tally, progress)
+                await ingest_root(client, root, namespace, selection, pruning, tally, reading)
+        with Progress("ingest", len(tally.tasks), ("task embedded and written",
+                      "tasks embedded and written"), quiet=not show) as writing:
+            await follow(client, tally, writing)
     return tally
 
 
@@ -212,15 +232,14 @@ def run(args: Any, url: str, token: str, max_bytes: int) -> int:
     roots = check_roots(args.paths)
     selection = Selection(include=tuple(args.include), exclude=tuple(args.exclude),
                           max_bytes=max_bytes)
-    progress = Progress(enabled=True, tty=sys.stderr.isatty())
     try:
         tally = asyncio.run(ingest(url, roots, namespace=args.namespace, selection=selection,
-                                   pruning=args.prune, token=token, progress=progress))
+                                   pruning=args.prune, token=token, show=True))
     except ToolError as exc:
         raise SystemExit(f"zapomni ingest: the front refused: {exc}") from None
     except (OSError, RuntimeError, ExceptionGroup) as exc:
         raise SystemExit(f"zapomni ingest: cannot talk to the MCP front at {url} "
                          f"({type(exc).__name__}); start it with `zapomni up`, or pass "
-                         "--url and --token") from None
+                         "--mcp-url and --token") from None
     print(summary(tally))
     return 1 if tally.failed else 0

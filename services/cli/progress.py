@@ -1,5 +1,6 @@
-"""Progress of ``zapomni ingest`` on stderr: rich bars on a terminal, else a plain line now
-and then (a log file or a pipe gets no control characters)."""
+"""Progress of a CLI command on stderr (ingest, export, import, reembed): a rich bar on a
+terminal, plain lines (at most one every few seconds) when stderr is a file or a pipe, so a
+log gets no control characters. A note says what the command is doing or waiting for."""
 
 from __future__ import annotations
 
@@ -9,69 +10,62 @@ from types import TracebackType
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as Bars
+from rich.progress import Progress as Bar
 
-PLAIN_EVERY = 5.0  # seconds between plain lines
+PLAIN_EVERY = 5.0  # seconds between plain progress lines
+MEMORIES = ("memory", "memories")
 
 
 class Progress:
-    """Files read and queued, then tasks written; a live display while it is entered."""
+    """``done`` of ``total`` things (``unit``: its singular and plural), shown while a
+    command runs. Holds a rich live display (a terminal) or the time of the last line."""
 
-    def __init__(self, *, enabled: bool, tty: bool = False) -> None:
-        self.enabled, self.tty = enabled, tty
-        self.counts = {"read": 0, "queued": 0, "written": 0, "total": 0}
-        self.last_line = 0.0
-        self.bars: Bars | None = None
-        if enabled and tty:
-            self.bars = Bars(TextColumn("{task.description:<22}"), BarColumn(),
-                             MofNCompleteColumn(), TimeElapsedColumn(),
-                             console=Console(stderr=True))
-            self.ids = {name: self.bars.add_task(label, total=None) for name, label in
-                        (("read", "files read"), ("queued", "files queued"),
-                         ("written", "embedded and written"))}
+    def __init__(self, label: str, total: int, unit: tuple[str, str], *,
+                 quiet: bool = False) -> None:
+        self.label, self.total, self.unit, self.quiet = label, total, unit, quiet
+        self.done = 0
+        self.note = ""
+        self.last = 0.0
+        self.shown: tuple = ()  # what the last plain line said
+        self.started = time.monotonic()
+        self.bar: Bar | None = None
+        if sys.stderr.isatty() and not quiet:
+            self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=Console(stderr=True))
+            self.task = self.bar.add_task(f"{label}: {unit[1]}", total=total or None)
 
     def __enter__(self) -> Progress:
-        if self.bars is not None:
-            self.bars.start()
+        if self.bar is not None:
+            self.bar.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        if self.bars is not None:
-            self.bars.stop()
-        elif self.enabled:
-            self._line(force=True)
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif kind is None and not self.quiet and self.shown != self._state():
+            self.line()
 
-    def read(self) -> None:
-        self._step("read")
+    def update(self, done: int, total: int | None = None, note: str | None = None) -> None:
+        """``done`` so far (of ``total``, when it is known now); ``note``: what it is doing
+        (None: as before, "": nothing to say)."""
+        self.done = done
+        self.total = self.total if total is None else total
+        self.note = self.note if note is None else note
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=self.total or None,
+                            description=f"{self.label}: {self.unit[1]}"
+                                        + (f" ({self.note})" if self.note else ""))
+        elif not self.quiet and time.monotonic() - self.last >= PLAIN_EVERY:
+            self.line()
 
-    def queued(self) -> None:
-        self._step("queued")
+    def _state(self) -> tuple:
+        return self.done, self.total, self.note
 
-    def writing(self, total: int) -> None:
-        """Reading is over: ``total`` tasks to follow."""
-        self.counts["total"] = total
-        if self.bars is not None:
-            for name in ("read", "queued"):
-                self.bars.update(self.ids[name], total=self.counts[name])
-            self.bars.update(self.ids["written"], total=total)
-        elif self.enabled:
-            self._line(force=True)
-
-    def written(self) -> None:
-        self._step("written")
-
-    def _step(self, name: str) -> None:
-        self.counts[name] += 1
-        if self.bars is not None:
-            self.bars.advance(self.ids[name])
-        elif self.enabled:
-            self._line()
-
-    def _line(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self.last_line >= PLAIN_EVERY:
-            self.last_line = now
-            c = self.counts
-            print(f"zapomni ingest: {c['read']} files read, {c['queued']} queued, "
-                  f"{c['written']}/{c['total']} written", file=sys.stderr, flush=True)
+    def line(self) -> None:
+        self.last, self.shown = time.monotonic(), self._state()
+        of = f" / {self.total:,}" if self.total else ""
+        unit = self.unit[0] if (self.total or self.done) == 1 else self.unit[1]
+        note = f" ({self.note})" if self.note else ""
+        print(f"zapomni: {self.label}: {self.done:,}{of} {unit}, "
+              f"{self.last - self.started:.0f} s{note}", file=sys.stderr, flush=True)

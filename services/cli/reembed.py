@@ -10,16 +10,12 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.progress import Progress
 from zapomni.shared.errors import InvalidInput, Unavailable
 from zapomni.shared.settings import Settings
 
 POLL = 1.0  # seconds between graph_status calls
 ENDED = ("done", "failed", "cancelled")
-
-
-def front_url(settings: Settings, given: str) -> str:
-    return given or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -35,7 +31,7 @@ async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str 
     """Start the task; with ``wait``, follow it to its end. The task's last status.
     ``token``: the front's bearer token (default ZAPOMNI_MCP_TOKEN); a scoped one is
     checked as any caller's."""
-    url = front_url(settings, mcp_url)
+    url = mcp_url or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
     client = Client(url, auth=token or settings.mcp_token or None)
     try:
         async with client:
@@ -43,7 +39,8 @@ async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str 
             status = await call(client, "graph_status", task_id=receipt["task_id"])
             if not wait:
                 return status
-            with Progress(f"reembed {namespace}", 0, "chunks", quiet=not show) as progress:
+            with Progress(f"reembed {namespace}", 0, ("chunk", "chunks"),
+                          quiet=not show) as progress:
                 while status["state"] not in ENDED:
                     await asyncio.sleep(POLL)
                     status = await call(client, "graph_status", task_id=receipt["task_id"])

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import msgspec
 import redis.exceptions as redis_errors
+import tenacity
 from redis.asyncio import Redis
 
-from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.progress import MEMORIES, Progress
 from zapomni.shared import tasks
 from zapomni.shared.errors import InvalidInput, Overloaded, Unavailable
 from zapomni.shared.ids import new_task_id, part_job_id
@@ -40,6 +41,7 @@ POLL = 0.5  # seconds between looks at the task's progress
 REDIS_PATIENCE = 120.0  # seconds without an answer from Redis before following stops
 # memories per import_batch job: 100 memories of a few chunks each are seconds of work
 IMPORT_BATCH = 100
+SLOW = (redis_errors.ConnectionError, redis_errors.TimeoutError)
 
 _header = msgspec.json.Decoder(ExportHeader)
 _memory = msgspec.json.Decoder(ExportedMemory)
@@ -147,14 +149,11 @@ def batches(path: Path, size: int) -> Iterator[tuple[ExportHeader, list[Exported
 async def enqueue_waiting(redis: Redis, settings: Settings, job: ImportJob,
                           progress: Progress) -> None:
     """Enqueue a batch, waiting while the queue is full (an import is not in a hurry)."""
-    while True:
-        try:
-            await enqueue(redis, settings, IMPORT, job, part_job_id(job.task_id, job.part),
-                          bounded=True)
-            return
-        except Overloaded:
-            progress.update(progress.done, note="the queue is full; waiting")
-            await asyncio.sleep(QUEUE_WAIT)
+    waiting = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(Overloaded), wait=tenacity.wait_fixed(QUEUE_WAIT),
+        before_sleep=lambda _: progress.update(progress.done, note="the queue is full; waiting"))
+    await waiting(enqueue, redis, settings, IMPORT, job, part_job_id(job.task_id, job.part),
+                  bounded=True)
 
 
 async def import_file(settings: Settings, path: Path, namespace: str | None = None, *,
@@ -163,7 +162,7 @@ async def import_file(settings: Settings, path: Path, namespace: str | None = No
     it was exported from), and wait until the import task ends; its last record."""
     redis = connect_queue(settings)
     try:
-        with Progress(f"import {path.name}", 0, "memories", quiet=not show) as progress:
+        with Progress(f"import {path.name}", 0, MEMORIES, quiet=not show) as progress:
             task_id, total = await queue_import(settings, redis, path, namespace, progress)
             return await follow(redis, task_id, total, IMPORT_BATCH, progress)
     finally:
@@ -196,22 +195,21 @@ async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: 
 
 async def follow(redis: Redis, task_id: str, total: int, size: int,
                  progress: Progress) -> TaskRecord:
-    """Poll the task until it ends, showing memories written (batches times their size)."""
-    quiet_since: float | None = None
+    """Poll the task until it ends, showing memories written (batches times their size).
+    A busy server may not answer a read in time; the import goes on meanwhile, so a read is
+    tried again for ``REDIS_PATIENCE`` seconds."""
+    reading = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(SLOW), reraise=True, wait=tenacity.wait_fixed(POLL),
+        stop=tenacity.stop_after_delay(REDIS_PATIENCE),
+        before_sleep=lambda _: progress.update(progress.done,
+                                               note="Redis is slow to answer; waiting"))
     while True:
         try:
-            record = await tasks.get_task(redis, task_id)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
-            # a busy server may not answer a read in time; the import goes on meanwhile
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since > REDIS_PATIENCE:
-                raise Unavailable(f"Redis has not answered for {REDIS_PATIENCE:.0f} s; the "
-                                  f"import goes on: follow it with graph_status({task_id!r})"
-                                  ) from None
-            progress.update(progress.done, note="Redis is slow to answer; waiting")
-            await asyncio.sleep(POLL)
-            continue
-        quiet_since = None
+            record = await reading(tasks.get_task, redis, task_id)
+        except SLOW:
+            raise Unavailable(f"Redis has not answered for {REDIS_PATIENCE:.0f} s; the "
+                              f"import goes on: follow it with graph_status({task_id!r})"
+                              ) from None
         if record is None:
             raise InvalidInput(f"task {task_id} is gone from the registry (expired?)")
         progress.update(min(total, record.done * size), note=record.message)

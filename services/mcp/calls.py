@@ -1,7 +1,7 @@
 """What every tool does around its work: the call counted and timed, a ZapomniError turned
 into a ToolError with its short message (retryable ones say so; anything else is masked by
-fastmcp and logged with its type by services/mcp/arguments.Refusals), and the answer turned into builtins. The tool modules import it;
-it imports none of them."""
+fastmcp and logged with its type by services/mcp/arguments.Refusals), and the answer turned
+into builtins. The tool modules import it; it imports none of them."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@
     zapomni up [--workers N] ...  start FalkorDB (also the queue's Redis), the query service,
                                   N workers and the MCP front; Ctrl-C stops them all
     zapomni ingest PATH... ...    add files and folders through the running MCP front
+    zapomni export|import|reembed|migrate   move a namespace (services/cli/moves.py)
 """
 
 from __future__ import annotations
@@ -260,19 +261,6 @@ def setup(settings: Settings) -> None:
     say(f"zapomni: the model files match their pinned sha256 ({count} files)")
 
 
-def add_ingest_parser(sub: argparse._SubParsersAction) -> None:
-    ingest = sub.add_parser("ingest", help="add files and folders through the MCP front")
-    ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
-    ingest.add_argument("--namespace", default="default")
-    ingest.add_argument("--include", action="append", default=[], metavar="GLOB",
-                        help="only files matching (a name glob, or a path glob with /)")
-    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-    ingest.add_argument("--prune", action="store_true",
-                        help="delete the memories of files gone from under PATH")
-    ingest.add_argument("--url", default="", help="the MCP front (http://127.0.0.1:8765/mcp)")
-    ingest.add_argument("--token", default="", help="bearer token (or ZAPOMNI_MCP_TOKEN)")
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zapomni", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -288,15 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--falkordb-port", type=int, default=6479)
     run.add_argument("--metrics-port", type=int, default=9470,
                      help="worker i serves /metrics on this port + i")
-    add_ingest_parser(sub)
     add_commands(sub)
     args = parser.parse_args(argv)
-    if args.command == "ingest":
-        from zapomni.services.cli.ingest import run as ingest  # only this subcommand needs a client
-
-        settings = Settings.from_env()
-        sys.exit(ingest(args, args.url or f"http://{settings.mcp_host}:{settings.mcp_port}/mcp",
-                        args.token or settings.mcp_token, settings.ingest_max_file_bytes))
     if hasattr(args, "run"):
         sys.exit(args.run(args))
     if args.command == "setup":

@@ -200,3 +200,19 @@ async def test_a_filter_narrows_keyword_results_and_keeps_their_scores(settings,
         assert [h.memory_id for h in tagged] == [ids[expected]], query
         assert len(plain) > 1 and all(score > 0 for score in plain.values()), (query, plain)
         assert [h.score for h in tagged] == [plain[tagged[0].chunk_id]], query
+
+
+async def test_keyword_counts_every_form_the_index_stems_alike(settings, front,
+                                                                 query_service):
+    """The keyword signal's BM25 stems as FalkorDB's full-text index does (Snowball
+    English): for "configured", three uses of "configuration" outweigh one "configured"
+    (a light suffix stripper counted "configuration" once, as matched, and ranked the
+    shorter chunk first)."""
+    many = await ops.add_memory(front, decode_add_memory(
+        "The configuration file holds the configuration and the configuration wins.",
+        None, None))
+    once = await ops.add_memory(front, decode_add_memory(
+        "She configured the router.", None, None))
+    await run_workers(settings)
+    hits = await search(front, "configured", mode="keyword")
+    assert [h.memory_id for h in hits] == [many.memory_id, once.memory_id]

@@ -13,6 +13,7 @@ from fastmcp import Client
 from tests.support.documents import make_docx, make_pdf
 from tests.support.mcp import call
 from tests.support.servers import ThreadedServer
+from tests.support.waiting import eventually
 from tests.support.workers import worker_processes
 from zapomni.services.mcp.http import http_app
 from zapomni.services.stack.main import main
@@ -63,23 +64,25 @@ async def found(client: Client, word: str) -> list[str]:
 @pytest.mark.timeout(600)
 async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front_url, capsys):
     (tree / "blob.bin").write_bytes(b"\x00\x01binary")
-    code, out, err = await zapomni_ingest(capsys, str(tree), "--url", front_url)
+    code, out, err = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url)
     assert code == 0, out
     assert out.splitlines()[0] == ("added 12, unchanged 0, replaced 0, pruned 0, skipped 1, "
                                    "failed 0")
-    assert "  skipped blob.bin: binary (not text, PDF or DOCX)" in out
-    assert "12/12 written" in err  # stderr is no terminal here: plain progress lines
+    assert "  skipped lighthouse/blob.bin: binary (not text, PDF or DOCX)" in out
+    # stderr is no terminal here: plain progress lines
+    assert "zapomni: ingest: 12 / 12 tasks embedded and written" in err
     async with Client(front_url) as client:
         first = await sources(client)
-        assert len(first) == 12 and await found(client, "fresnel") == ["docs/report.pdf"]
-        memory = await call(client, "get_memory", memory_id=first["code/lamp.py"])
+        assert len(first) == 12 and await found(client, "fresnel") == ["lighthouse/docs/report.pdf"]
+        memory = await call(client, "get_memory", memory_id=first["lighthouse/code/lamp.py"])
         assert memory["metadata"]["language"] == "python"
         assert memory["metadata"]["type"] == "code"
+        lamp = {"source": "lighthouse/code/lamp.py"}
         [hit] = (await call(client, "search_memory", query="albatross wick",
-                            mode="keyword", filters={"source": "code/lamp.py"}))["results"]
+                            mode="keyword", filters=lamp))["results"]
         assert (hit["start_line"], hit["end_line"]) == (4, 6)
 
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url)
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url)
         assert out.splitlines()[0] == ("added 0, unchanged 12, replaced 0, pruned 0, "
                                        "skipped 1, failed 0")
         assert await sources(client) == first
@@ -87,19 +90,27 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
         notes = tree / "notes.txt"
         notes.write_text(notes.read_text().replace("cormorant", "puffin"))
         (tree / "code" / "lamp.go").unlink()
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--prune")
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune")
         assert code == 0, out
         assert out.splitlines()[0] == ("added 0, unchanged 10, replaced 1, pruned 1, "
                                        "skipped 1, failed 0")
         now = await sources(client)
-        assert set(now) == set(first) - {"code/lamp.go"}
-        assert now["notes.txt"] != first["notes.txt"]
+        assert set(now) == set(first) - {"lighthouse/code/lamp.go"}
+        assert now["lighthouse/notes.txt"] != first["lighthouse/notes.txt"]
         assert await found(client, "cormorant") == []  # none of the old text is found
-        assert await found(client, "puffin") == ["notes.txt"]
+        assert await found(client, "puffin") == ["lighthouse/notes.txt"]
         assert await found(client, "ocelot") == []
 
+        # a file renamed: its text is still found, though the memory keeps the old name
+        (tree / "docs" / "guide.rst").rename(tree / "docs" / "manual.rst")
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune")
+        assert out.splitlines()[0] == ("added 0, unchanged 10, replaced 0, pruned 0, "
+                                       "skipped 2, failed 0")
+        assert await sources(client) == now
+        (tree / "docs" / "manual.rst").rename(tree / "docs" / "guide.rst")
+
         # a narrower run with --prune: the files its --include leaves out are not gone
-        code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--prune",
+        code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--prune",
                                             "--include", "*.py")
         assert out.splitlines()[0] == ("added 0, unchanged 1, replaced 0, pruned 0, "
                                        "skipped 0, failed 0")
@@ -107,19 +118,64 @@ async def test_a_folder_is_ingested_then_kept_in_step_with_its_files(tree, front
 
 
 async def test_include_exclude_and_namespace(tree, front_url, capsys):
-    code, out, _ = await zapomni_ingest(capsys, str(tree), "--url", front_url, "--include",
+    code, out, _ = await zapomni_ingest(capsys, str(tree), "--mcp-url", front_url, "--include",
                                         "*.py", "--include", "*.md", "--exclude", "README*",
                                         "--namespace", "code")
     assert code == 0 and out.splitlines()[0].startswith("added 1, unchanged 0")
     async with Client(front_url) as client:
         page = await call(client, "list_memories", namespace="code")
-        assert [m["source"] for m in page["memories"]] == ["code/lamp.py"]
+        assert [m["source"] for m in page["memories"]] == ["lighthouse/code/lamp.py"]
         assert (await call(client, "list_memories"))["memories"] == []
+
+
+async def test_files_of_two_roots_keep_apart_and_progress_reads_as_english(
+        tmp_path, front_url, capsys):
+    """Two roots with a file of the same name: each source begins with its root's name, so
+    source_prefix tells them apart; the plain progress lines say "1 file read"."""
+    for name, word in (("json", "albatross"), ("asyncio", "cormorant")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"# the {word} package\n")
+        (tmp_path / name / "__pycache__").mkdir()
+        (tmp_path / name / "__pycache__" / "x.pyc").write_bytes(b"\x00compiled")
+    code, out, err = await zapomni_ingest(capsys, str(tmp_path / "json"),
+                                          str(tmp_path / "asyncio"), "--mcp-url", front_url)
+    assert (code, out.splitlines()[0]) == (0, "added 2, unchanged 0, replaced 0, pruned 0, "
+                                              "skipped 0, failed 0")  # no __pycache__
+    assert "zapomni: ingest: 2 files read" in err
+    async with Client(front_url) as client:
+        assert set(await sources(client)) == {"json/__init__.py", "asyncio/__init__.py"}
+        hits = await call(client, "search_memory", query="albatross cormorant",
+                          mode="keyword", filters={"source_prefix": "asyncio/"})
+        assert [h["source"] for h in hits["results"]] == ["asyncio/__init__.py"]
+    code, out, err = await zapomni_ingest(capsys, str(tmp_path / "json" / "__init__.py"),
+                                          "--mcp-url", front_url)
+    assert "zapomni: ingest: 1 file read" in err and "1 files" not in err
+    assert out.splitlines()[0].startswith("added 0, unchanged 0, replaced 0, pruned 0, "
+                                          "skipped 1")  # the same text as json/__init__.py
+
+
+async def test_ingest_says_what_it_waits_for(tmp_path, settings, query_service, capsys):
+    """With no worker running yet, the progress says so instead of sitting at 0."""
+    (tmp_path / "one.md").write_text("The keeper lit the lamp at dusk.")
+    seen: list[str] = []
+
+    async def stderr() -> str:
+        seen.append(capsys.readouterr().err)
+        return "".join(seen)
+    with ThreadedServer(http_app(settings)) as server:
+        running = asyncio.create_task(zapomni_ingest(capsys, str(tmp_path / "one.md"),
+                                                     "--mcp-url", f"{server.url}/mcp"))
+        await eventually(stderr, lambda err: "(waiting for workers: 1 queued)" in err,
+                         "a progress line that names the wait")
+        with worker_processes(settings, 1):
+            code, out, _ = await running
+    assert code == 0 and out.startswith("added 1,")
+    assert "zapomni: ingest: 1 / 1 task embedded and written" in "".join(seen) + _
 
 
 def test_a_front_that_is_not_there_is_one_clear_line(tree):
     with pytest.raises(SystemExit) as exit_:
-        main(["ingest", str(tree), "--url", "http://127.0.0.1:9/mcp"])
+        main(["ingest", str(tree), "--mcp-url", "http://127.0.0.1:9/mcp"])
     assert str(exit_.value.code).startswith(
         "zapomni ingest: cannot talk to the MCP front at http://127.0.0.1:9/mcp")
     with pytest.raises(SystemExit) as exit_:

@@ -3,6 +3,7 @@ and real arq workers."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 from pathlib import Path
@@ -13,10 +14,11 @@ from redis.asyncio import Redis
 
 from tests.conftest import make_settings
 from tests.support.graph import query, stored
-from tests.support.workers import add_text, run_import, run_workers
+from tests.support.workers import add_text, run_import, run_workers, worker_processes
 from zapomni.services.cli.export import export_namespace
 from zapomni.services.cli.restore import import_file
 from zapomni.services.query.search import search_memory
+from zapomni.services.stack.main import main
 from zapomni.shared import tasks
 from zapomni.shared.embed import make_embedder
 from zapomni.shared.errors import InvalidInput
@@ -213,3 +215,38 @@ async def test_a_bad_file_stores_nothing_and_names_its_line(falkordb_url, tmp_pa
         assert not await namespace_exists(store, "copy")
     finally:
         await store.aclose()
+
+
+def zapomni(*args: str) -> int:
+    """The ``zapomni`` console script with these arguments: its exit code."""
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    return exit_.value.code
+
+
+async def test_each_command_reaches_the_stack_by_one_flag_per_part(falkordb_url, tmp_path,
+                                                                    capsys, monkeypatch):
+    """export and migrate take --falkordb-url, import --redis-url (ingest and reembed take
+    --mcp-url): a remote stack needs no environment, and a wrong address is one line that
+    names the flag."""
+    for name in ("ZAPOMNI_REDIS_URL", "ZAPOMNI_FALKORDB_URL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = base_settings(falkordb_url)
+    await add_text(settings, TEXTS[0])
+    await run_workers(settings)
+    path = tmp_path / "default.jsonl.gz"
+    assert await asyncio.to_thread(zapomni, "export", "--namespace", "default",
+                                   "--falkordb-url", falkordb_url, "-o", str(path)) == 0
+    with worker_processes(settings, 1):
+        assert await asyncio.to_thread(zapomni, "import", str(path), "--namespace", "copy",
+                                       "--redis-url", settings.redis_url) == 0
+    assert await stored(settings, "copy") == await stored(settings, "default")
+    assert await asyncio.to_thread(zapomni, "migrate", "--falkordb-url", falkordb_url) == 0
+    capsys.readouterr()
+    assert await asyncio.to_thread(zapomni, "export", "--namespace", "default", "-o",
+                                   str(tmp_path / "x"), "--falkordb-url",
+                                   "redis://:secret@127.0.0.1:9") == 1
+    assert capsys.readouterr().err == (
+        "zapomni: cannot reach the stack's FalkorDB (its store) at redis://:***@127.0.0.1:9; "
+        "start it with `zapomni up`, or pass --falkordb-url (or ZAPOMNI_FALKORDB_URL) where "
+        "it runs\n")

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from redis.asyncio import Redis
 
-from zapomni.services.cli.counter import Progress
+from zapomni.services.cli.progress import Progress
 from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
@@ -156,7 +156,7 @@ async def run_import(settings: Settings, path: Path, namespace: str) -> dict[str
     redis = connect_queue(settings)
     try:
         task_id, _ = await queue_import(settings, redis, path, namespace,
-                                        Progress("t", 0, "", quiet=True))
+                                        Progress("t", 0, ("", ""), quiet=True))
         await run_workers(settings)
         await wait_tasks(redis, [task_id])
         return await tasks.get_task(redis, task_id)

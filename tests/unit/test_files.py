@@ -74,7 +74,7 @@ def test_a_file_root_is_its_own_name(tree):
         Found(str(tree / "docs" / "guide.rst"), "guide.rst")]
 
 
-def test_gitignore_files_nested_and_negated_and_git_is_never_entered(tree):
+def test_gitignore_files_nested_and_negated_and_git_and_caches_are_never_entered(tree):
     (tree / ".gitignore").write_text("# comment\n*.log\nbuild/\n/notes.txt\n")
     (tree / "build").mkdir()
     (tree / "build" / "out.md").write_text("built")
@@ -85,9 +85,13 @@ def test_gitignore_files_nested_and_negated_and_git_is_never_entered(tree):
     (tree / "docs" / "notes.txt").write_text("only /notes.txt at the root is ignored")
     (tree / ".git").mkdir()
     (tree / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    for cache in ("code/__pycache__", "node_modules/lamp", ".venv/lib"):
+        (tree / cache).mkdir(parents=True)
+        (tree / cache / "lamp.md").write_text("a tool's copy, never the user's text")
     sources = {item.source for item in walk_files(tree, Selection())}
-    assert {"notes.txt", "build/out.md", "code/lamp.ts", "code/debug.log",
-            ".git/HEAD"}.isdisjoint(sources)
+    assert {"notes.txt", "build/out.md", "code/lamp.ts", "code/debug.log", ".git/HEAD",
+            "code/__pycache__/lamp.md", "node_modules/lamp/lamp.md",
+            ".venv/lib/lamp.md"}.isdisjoint(sources)
     assert {"code/build.md", "code/keep.log", "docs/notes.txt", ".gitignore",
             "code/.gitignore", "code/lamp.py"} <= sources
 
@@ -152,6 +156,9 @@ def test_a_run_stops_at_the_file_limit(tree):
     ("lamp.[jt]s", "code/lamp.rs", False, False),
     ("out/", "out", False, False),  # a file named like an ignored folder stays
     ("\\#notes", "#notes", False, True),
+    ("draft\\ ", "draft ", False, True),  # a trailing space kept by its backslash, as git does
+    ("draft\\ ", "draft", False, False),
+    ("tmp/**", "tmp/a/b.txt", False, True),
 ])
 def test_gitignore_patterns(rule, source, is_dir, matched):
     from zapomni.shared.files import ignored, parse_gitignore

@@ -11,7 +11,7 @@ from zapomni.services.query.fusion import (
     single,
 )
 from zapomni.services.query.hits import shape_hit
-from zapomni.services.query.keyword import terms
+from zapomni.services.query.keyword import stem, term_counts, terms
 from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms
 from zapomni.shared.validation import decode_search
 from zapomni.workers.store import meta_pairs as stored_pairs
@@ -173,8 +173,8 @@ def test_bm25_saturates_and_normalises_length():
     from zapomni.services.query.keyword import stem
 
     assert [stem(w) for w in ("directors", "studies", "glass", "running", "cat")] == \
-        ["director", "study", "glass", "runn", "cat"]
-    idf = {"lighthouse": 2.0, "storm": 1.0}
+        ["director", "studi", "glass", "run", "cat"]
+    idf = {stem("lighthouse"): 2.0, "storm": 1.0}  # keys stemmed: "lighthous"
     once = scored("The lighthouse stood.", idf, avgdl=3)
     thrice = scored("Lighthouse lighthouse lighthouse stood.", idf, avgdl=3)
     assert 0 < once < thrice < 3 * once  # more occurrences help, with diminishing returns
@@ -205,6 +205,13 @@ def test_term_counts_equal_counting_every_token(texts, words):
         expected.append({s: tokens.count(s) for s in stems if s in tokens})
         assert count_words(text) == len(tokens)
     assert term_counts(texts, stems) == expected
+
+
+def test_term_counts_find_snowballs_irregular_forms():
+    """"lying" stems to "lie", which shares one letter with it: still counted."""
+    stems = frozenset(stem(w) for w in ("lies", "dies", "ties", "happy"))
+    assert term_counts(["Lying, dying and tying; happiness."], stems) == \
+        [{"lie": 1, "die": 1, "tie": 1, "happi": 1}]
 
 
 def test_common_terms_do_not_choose_the_keyword_pool_unless_all_are_common():
