@@ -22,6 +22,7 @@ from typing import Any
 import redis.exceptions
 
 from zapomni.services.cli.export import export_namespace, open_output
+from zapomni.services.cli.ingest import run as ingest_files
 from zapomni.services.cli.reembed import reembed_namespace
 from zapomni.services.cli.restore import import_file
 from zapomni.shared.errors import ZapomniError
@@ -127,11 +128,9 @@ def guarded(work: Callable[[], Coroutine[Any, Any, int]], part: str = "redis",
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from zapomni.services.cli.ingest import run  # fastmcp's client: this command's alone
-
     settings = Settings.from_env()
-    return run(args, front_url(settings, args.mcp_url), args.token or settings.mcp_token,
-               settings.ingest_max_file_bytes, settings.ingest_max_files)
+    return ingest_files(args, front_url(settings, args.mcp_url),
+                        args.token or settings.mcp_token, settings.ingest_max_file_bytes)
 
 
 def run_export(args: argparse.Namespace) -> int:
