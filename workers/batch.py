@@ -1,4 +1,4 @@
-"""The ingest of a batch of small memories (the add path gathers them: shared/adds.py), top to
+"""The ingest of a batch of small memories (the add path gathers them: shared/tasks/adds.py), top to
 bottom: seal -> start each task -> chunk all -> write their memory nodes -> embed every chunk
 of the batch in one call -> write the chunks -> mark them searchable -> one graph task ->
 each task done. A large memory has a batch of its own (``alone``) and takes the path of one
@@ -24,13 +24,15 @@ import time
 import msgspec
 import numpy as np
 
-from zapomni.shared import metrics, replication, tasks
-from zapomni.shared.adds import seal_batch
-from zapomni.shared.chunking import code_language
-from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared import metrics
+from zapomni.shared.protocol.errors import EmbeddingRejected, StoreError
 from zapomni.shared.protocol.jobs import BatchJob, ChunkSpan, IngestJob
-from zapomni.shared.queue import INGEST_BATCH
+from zapomni.shared.store import replication
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.adds import seal_batch
+from zapomni.shared.tasks.queue import INGEST_BATCH
+from zapomni.shared.text.chunking import code_language
 from zapomni.workers import ingest
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.ingest import ingest_one, left_behind

@@ -1,5 +1,5 @@
 """Deleting a memory. The delete task owns the memory from the moment it was accepted (the
-front took it over from its ingest, cancelling that ingest: shared/tasks.py), so no new ingest
+front took it over from its ingest, cancelling that ingest: shared/tasks/tasks.py), so no new ingest
 of the same text starts meanwhile; an ingest still running undoes its own late writes. The
 chunks go in batches, then the memory (a delete that fails for good leaves the memory
 stored, to be deleted again); the task ends and gives the memory up in one step. Safe to run
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 
-from zapomni.shared import replication, tasks
 from zapomni.shared.protocol.jobs import DeleteJob
-from zapomni.shared.queue import DELETE
+from zapomni.shared.store import replication
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import DELETE
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import delete_memory_graph

@@ -2,7 +2,7 @@
 
 Search, context and listing stop returning a memory the moment it expires (cypher_search.VISIBLE);
 this part of the periodic sweep (workers/sweep.py) then deletes it, each with a delete task
-whose message says when it expired (shared/deletes.py: the same steps as delete_memory).
+whose message says when it expired (shared/store/deletes.py: the same steps as delete_memory).
 Bounded: a page of expired memories at a time, by id, and at most ``MAX_EXPIRED_PER_RUN``
 deletes queued per run over all namespaces; the rest wait for the next run. Never swept: a
 pinned memory, one still being ingested (it waits for its ingest to end), one already being
@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import deletes
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_lists
+from zapomni.shared.store import cypher_lists, deletes
+from zapomni.shared.store.graphstore import GraphStore, run
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from zapomni.shared import checksums
-from zapomni.shared.entities import clean_name, entity_key, entity_type
-from zapomni.shared.nertext import at_head, is_name, kept, ner_text, science_code, shown_type
+from zapomni.shared.embedding import checksums
+from zapomni.shared.text.entities import clean_name, entity_key, entity_type
+from zapomni.shared.text.nertext import at_head, is_name, kept, ner_text, science_code, shown_type
 
 # NER needs tok2vec and ner, the name rules the tagger's proper nouns (nertext.kept); the
 # sentencizer (rules) finds sentences for co-occurrence

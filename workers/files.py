@@ -1,5 +1,5 @@
 """ingest_path's files task: walk the path, read each file, and add it the way every add is
-queued (shared/adds.py), with the rules of ``zapomni ingest``: a file whose bytes are stored
+queued (shared/tasks/adds.py), with the rules of ``zapomni ingest``: a file whose bytes are stored
 already for its source (metadata ``file_sha256`` of a memory from the same root) is left
 alone; a changed one is added anew and its old memory deleted.
 
@@ -21,9 +21,16 @@ from pathlib import Path
 
 import msgspec
 
-from zapomni.shared import adds, deletes, policy, tasks
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.files import (
+from zapomni.shared.protocol import policy
+from zapomni.shared.protocol.api import AddMemory
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.store import deletes
+from zapomni.shared.store.graphstore import meta_pair, namespace_exists, run
+from zapomni.shared.tasks import adds, tasks
+from zapomni.shared.tasks.queue import FILES, enqueue_files
+from zapomni.shared.text.files import (
     MAX_FILES,
     Found,
     Loaded,
@@ -33,12 +40,7 @@ from zapomni.shared.files import (
     root_key,
     walk_files,
 )
-from zapomni.shared.graphstore import meta_pair, namespace_exists, run
-from zapomni.shared.protocol.api import AddMemory
-from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
-from zapomni.shared.queue import FILES, enqueue_files
-from zapomni.shared.roots import allowed_roots, inside
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.text.roots import allowed_roots, inside
 from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, deadline, task_job
 from zapomni.workers.resources import Resources
 

@@ -25,20 +25,21 @@ from collections.abc import Iterator
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import metrics, tasks
-from zapomni.shared.graphstore import run
-from zapomni.shared.ids import graph_task_id
+from zapomni.shared import metrics
+from zapomni.shared.protocol.ids import graph_task_id
 from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.shared.store import cypher_graph
+from zapomni.shared.store.graphstore import run
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
 from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
 
-# chunk ids are "mem_<hex>:<n>" (shared/ids.py): "" is below every id and "~" above
+# chunk ids are "mem_<hex>:<n>" (shared/protocol/ids.py): "" is below every id and "~" above
 FIRST, END = "", "~"
 HASH_DIGITS = 8  # hex digits of the memory hash that range boundaries use
 PART_CHUNKS = 512  # chunks per graph job; a larger task fans out over the workers

@@ -11,7 +11,7 @@ is complete ("ready"), its chunks are linked in order and its graph task starts.
 is idempotent (ids are derived, writes MERGE on them, parts are counted as a set), because
 arq runs a job at least once.
 
-A delete or a cancel takes the memory away from its ingest at any moment (shared/tasks.py).
+A delete or a cancel takes the memory away from its ingest at any moment (shared/tasks/tasks.py).
 The ingest looks again after each of its writes, and when the memory is no longer its own it
 undoes what it wrote (its landed parts leave search with the memory node) and stops; the
 memory is made complete only by the script that also checks the ownership
@@ -24,12 +24,14 @@ import asyncio
 import logging
 import time
 
-from zapomni.shared import metrics, replication, tasks
-from zapomni.shared.chunking import code_language
-from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared import metrics
+from zapomni.shared.protocol.errors import EmbeddingRejected, StoreError
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
-from zapomni.shared.queue import EMBED_PART, enqueue_part
+from zapomni.shared.store import replication
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import EMBED_PART, enqueue_part
+from zapomni.shared.text.chunking import code_language
 from zapomni.workers.graph import follow_ingest
 from zapomni.workers.outcome import JobRun, run_task, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
@@ -106,7 +108,7 @@ async def fan_out(res: Resources, run: JobRun, jobs: list[PartJob]) -> str:
 
 async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
     """Chunk in a thread; meanwhile the task says "chunking", with the share of the text
-    done (a large text is split in sections: shared/large_text.py), once a second."""
+    done (a large text is split in sections: shared/text/large_text.py), once a second."""
     share = [0.0]
     await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, message="chunking")
     with metrics.STAGE_SECONDS.labels("chunk").time():
@@ -128,7 +130,7 @@ async def embed_part(res: Resources, run: JobRun, job: PartJob) -> str:
 async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
                           since: replication.Mark | None) -> str:
     """Embed and write one part; ``since``: the master the writes go to (confirmed on its
-    replicas before the part counts, shared/replication.py)."""
+    replicas before the part counts, shared/store/replication.py)."""
     started = time.perf_counter()
     with metrics.STAGE_SECONDS.labels("embed").time():
         vectors = await res.embedder.embed([c.text for c in job.chunks])

@@ -15,9 +15,11 @@ from arq.cron import cron
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
-from zapomni.shared import capacity, checksums, heartbeat
+from zapomni.shared.embedding import checksums
 from zapomni.shared.logs import configure_logging
-from zapomni.shared.queue import (
+from zapomni.shared.settings import Settings
+from zapomni.shared.tasks import capacity, heartbeat
+from zapomni.shared.tasks.queue import (
     BUILD_GRAPH,
     DELETE,
     EMBED_PART,
@@ -31,7 +33,6 @@ from zapomni.shared.queue import (
     deserialize,
     serialize,
 )
-from zapomni.shared.settings import Settings
 from zapomni.workers import lease, outcome
 from zapomni.workers.access import FOLD, FOLD_SECONDS, fold_access
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds

@@ -21,18 +21,18 @@ import msgspec
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import tasks
-from zapomni.shared.chunking import Lines, metadata_language
-from zapomni.shared.embed import to_params
-from zapomni.shared.errors import EmbeddingRejected
-from zapomni.shared.graphstore import run as run_query
-from zapomni.shared.ids import chunk_id
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import to_params
+from zapomni.shared.protocol.errors import EmbeddingRejected
 from zapomni.shared.protocol.export import ExportedMemory
+from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ChunkSpan, ImportJob
-from zapomni.shared.queue import IMPORT
 from zapomni.shared.store import cypher_memories, cypher_moves
-from zapomni.shared.words import count_words
+from zapomni.shared.store.graphstore import run as run_query
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import IMPORT
+from zapomni.shared.text.chunking import Lines, metadata_language
+from zapomni.shared.text.words import count_words
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources

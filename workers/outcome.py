@@ -20,10 +20,11 @@ import msgspec
 import redis.exceptions
 from arq.worker import Retry
 
-from zapomni.shared import metrics, tasks
-from zapomni.shared.errors import EmbeddingRejected, ZapomniError
+from zapomni.shared import metrics
 from zapomni.shared.protocol.base import JOB_VERSION, TASK_ID_PATTERN
-from zapomni.shared.validation import describe
+from zapomni.shared.protocol.errors import EmbeddingRejected, ZapomniError
+from zapomni.shared.protocol.validation import describe
+from zapomni.shared.tasks import tasks
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 

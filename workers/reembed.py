@@ -13,7 +13,7 @@ dimension and property change together, and only if no chunk lacks the new vecto
 moment (checked in the statement; otherwise another pass runs). Search then reads the new
 vectors; the old index is dropped and the old vectors removed in batches.
 
-Ingest meanwhile: a worker of the new model writes new vectors only (shared/graphstore.py
+Ingest meanwhile: a worker of the new model writes new vectors only (shared/store/graphstore.py
 ``vector_prop``), searchable by vector once the switch is made (by keyword at once); a
 worker of the old model writes old vectors, and the pass after it embeds those chunks again.
 A cancelled or failed reembed removes the new vectors it wrote and leaves the namespace on
@@ -27,15 +27,15 @@ import time
 
 import redis.exceptions
 
-from zapomni.shared import tasks
-from zapomni.shared.embed import to_params
-from zapomni.shared.errors import EmbeddingRejected, StoreError
-from zapomni.shared.graphstore import run
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import to_params
+from zapomni.shared.protocol.errors import EmbeddingRejected, StoreError
 from zapomni.shared.protocol.jobs import ReembedJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import REEMBED, enqueue
 from zapomni.shared.store import cypher_moves
+from zapomni.shared.store.graphstore import run
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import REEMBED, enqueue
 from zapomni.workers.graph import BUDGET
 from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests

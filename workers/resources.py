@@ -14,13 +14,19 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from zapomni.shared import capacity, heartbeat, tasks
-from zapomni.shared.chunking import Chunker, chunker_for
-from zapomni.shared.embed import CACHE_DAYS, CACHE_MAX, CachedEmbedder, Embedder, make_embedder
-from zapomni.shared.errors import ZapomniError
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import migrate_store
+from zapomni.shared.embedding.embed import (
+    CACHE_DAYS,
+    CACHE_MAX,
+    CachedEmbedder,
+    Embedder,
+    make_embedder,
+)
+from zapomni.shared.protocol.errors import ZapomniError
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import migrate_store
+from zapomni.shared.tasks import capacity, heartbeat, tasks
+from zapomni.shared.text.chunking import Chunker, chunker_for
 from zapomni.workers.extract import NICE, EntityModel
 
 log = logging.getLogger(__name__)
@@ -111,7 +117,7 @@ async def open_resources(ctx: dict, settings: Settings,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res
-    try:  # what an older version stored, in the current shape (shared/migrate.py)
+    try:  # what an older version stored, in the current shape (shared/store/migrate.py)
         migrated = await migrate_store(res.store)
     except ZapomniError as exc:  # FalkorDB away: each namespace is migrated before a write
         log.warning("could not migrate the stored namespaces at start-up: %s", exc.message)
@@ -146,8 +152,9 @@ def close_models() -> None:
 
 
 async def beat(res: Resources) -> None:
-    """Keep this worker counted alive (shared/heartbeat.py) while it lives, and about once a
-    minute (one worker of all) free the queue bytes of jobs that are gone (shared/capacity.py)."""
+    """Keep this worker counted alive (shared/tasks/heartbeat.py) while it lives, and about once a
+    minute (one worker of all) free the queue bytes of jobs that are gone
+    (shared/tasks/capacity.py)."""
     while True:
         try:
             await heartbeat.beat(res.redis, res.worker_id)

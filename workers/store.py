@@ -12,12 +12,9 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from falkordb.query_result import QueryResult
 
-from zapomni.shared.embed import to_params
-from zapomni.shared.entities import entity_id
-from zapomni.shared.graphstore import execute, meta_pair
-from zapomni.shared.graphstore import run as run_query
-from zapomni.shared.ids import chunk_id
+from zapomni.shared.embedding.embed import to_params
 from zapomni.shared.metrics import FALKORDB_WRITE_SECONDS
+from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.store import (
     cypher_batch,
@@ -26,7 +23,10 @@ from zapomni.shared.store import (
     cypher_moves,
     cypher_schema,
 )
-from zapomni.shared.words import count_words
+from zapomni.shared.store.graphstore import execute, meta_pair
+from zapomni.shared.store.graphstore import run as run_query
+from zapomni.shared.text.entities import entity_id
+from zapomni.shared.text.words import count_words
 from zapomni.workers.extract import ChunkEntities
 
 _decode_json = msgspec.json.Decoder().decode

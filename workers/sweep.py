@@ -21,9 +21,9 @@ import bisect
 import logging
 import time
 
-from zapomni.shared import tasks
-from zapomni.shared.graphstore import GRAPH_PREFIX, list_graphs, run
 from zapomni.shared.store import cypher_memories
+from zapomni.shared.store.graphstore import GRAPH_PREFIX, list_graphs, run
+from zapomni.shared.tasks import tasks
 from zapomni.workers.expiry import sweep_expired
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory

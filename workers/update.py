@@ -1,7 +1,7 @@
 """A metadata change applied in place (update_memory without a new text).
 
 The update task owns the memory from the moment it was accepted (the front took it over
-from its ended ingest: shared/tasks.py), so no ingest of the same text and no other update
+from its ended ingest: shared/tasks/tasks.py), so no ingest of the same text and no other update
 starts meanwhile. The job sets the whole new metadata, so running it again writes the same.
 A delete accepted meanwhile cancels the update in the same step that takes the memory: the
 update's write matches a stored memory only (never brings one back), and its end is refused
@@ -14,10 +14,10 @@ import time
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared import replication, tasks
 from zapomni.shared.protocol.jobs import UpdateJob
-from zapomni.shared.queue import UPDATE
-from zapomni.shared.store import cypher_memories
+from zapomni.shared.store import cypher_memories, replication
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import UPDATE
 from zapomni.workers import store
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests

@@ -21,8 +21,7 @@ import msgspec
 import numpy as np
 
 from zapomni.services.cli.progress import MEMORIES, Progress
-from zapomni.shared.errors import NotFound
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.protocol.errors import NotFound
 from zapomni.shared.protocol.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
@@ -32,6 +31,7 @@ from zapomni.shared.protocol.export import (
 )
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_moves
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
 
 PAGE = 200  # memories read per query
 

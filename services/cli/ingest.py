@@ -1,7 +1,7 @@
 """``zapomni ingest PATH...``: files and folders into memory, through the running MCP front.
 
 For each root: list what is stored from it (list_memories, metadata ``root``, paged), walk
-it (shared/files.py), skip a file whose bytes hash as stored (``file_sha256``), and send the
+it (shared/text/files.py), skip a file whose bytes hash as stored (``file_sha256``), and send the
 rest with add_memories in batches bounded by count and bytes. A changed file is added anew
 and its old memory deleted (a file's memory mirrors the file; versions of files belong in
 git, and superseded versions kept by update_memory would grow with every edit). ``--prune``
@@ -22,7 +22,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from zapomni.services.cli.progress import Progress
-from zapomni.shared.files import (
+from zapomni.shared.text.files import (
     Loaded,
     Selection,
     Skipped,

@@ -25,11 +25,11 @@ from zapomni.services.cli.export import export_namespace, open_output
 from zapomni.services.cli.ingest import run as ingest_files
 from zapomni.services.cli.reembed import reembed_namespace
 from zapomni.services.cli.restore import import_file
-from zapomni.shared.errors import ZapomniError
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import SCHEMA_VERSION, migrate_store
 from zapomni.shared.protocol.base import NAMESPACE_PATTERN
+from zapomni.shared.protocol.errors import ZapomniError
 from zapomni.shared.settings import Settings, without_password
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import SCHEMA_VERSION, migrate_store
 
 NAMES = {"redis": "Redis (its queue)", "falkordb": "FalkorDB (its store)"}
 

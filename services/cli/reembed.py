@@ -11,7 +11,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from zapomni.services.cli.progress import Progress
-from zapomni.shared.errors import InvalidInput, Unavailable
+from zapomni.shared.protocol.errors import InvalidInput, Unavailable
 from zapomni.shared.settings import Settings
 
 POLL = 1.0  # seconds between graph_status calls

@@ -26,15 +26,15 @@ import tenacity
 from redis.asyncio import Redis
 
 from zapomni.services.cli.progress import MEMORIES, Progress
-from zapomni.shared import tasks
-from zapomni.shared.errors import InvalidInput, Overloaded, Unavailable
-from zapomni.shared.ids import new_task_id, part_job_id
+from zapomni.shared.protocol.errors import InvalidInput, Overloaded, Unavailable
 from zapomni.shared.protocol.export import EXPORT_VERSION, ExportedMemory, ExportHeader
+from zapomni.shared.protocol.ids import new_task_id, part_job_id
 from zapomni.shared.protocol.jobs import ImportJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import IMPORT, connect_queue, enqueue
+from zapomni.shared.protocol.validation import describe
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import describe
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import IMPORT, connect_queue, enqueue
 
 QUEUE_WAIT = 2.0  # seconds between tries while the queue is full
 POLL = 0.5  # seconds between looks at the task's progress

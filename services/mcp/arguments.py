@@ -20,8 +20,8 @@ from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticError
 
 from zapomni.shared import metrics
-from zapomni.shared.errors import shown
-from zapomni.shared.validation import json_kind
+from zapomni.shared.protocol.errors import shown
+from zapomni.shared.protocol.validation import json_kind
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,13 @@ import msgspec
 from fastmcp.exceptions import ToolError
 
 from zapomni.shared import metrics
-from zapomni.shared.errors import InvalidInput, NotFound, Overloaded, Unavailable, ZapomniError
+from zapomni.shared.protocol.errors import (
+    InvalidInput,
+    NotFound,
+    Overloaded,
+    Unavailable,
+    ZapomniError,
+)
 
 OUTCOMES = ((Overloaded, "overloaded"), (Unavailable, "unavailable"),
             (InvalidInput, "invalid"), (NotFound, "not_found"), (ZapomniError, "error"))

@@ -8,8 +8,8 @@ from typing import TypeVar
 import httpx2
 import msgspec
 
-from zapomni.shared.errors import ERROR_KINDS, Unavailable, ZapomniError
 from zapomni.shared.protocol.answers import ErrorBody
+from zapomni.shared.protocol.errors import ERROR_KINDS, Unavailable, ZapomniError
 from zapomni.shared.tls import tls_context
 
 T = TypeVar("T")

@@ -13,10 +13,8 @@ import msgspec
 import redis.exceptions
 
 from zapomni.services.mcp.forward import QueryClient
-from zapomni.shared import adds, capacity, deletes, metrics, policy, tasks
-from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
-from zapomni.shared.ids import new_task_id
-from zapomni.shared.metadata import metadata_digest
+from zapomni.shared import metrics
+from zapomni.shared.protocol import policy
 from zapomni.shared.protocol.answers import MemoryRecord, PartsDone, Refused
 from zapomni.shared.protocol.api import (
     AddMemory,
@@ -26,10 +24,15 @@ from zapomni.shared.protocol.api import (
     MemoryRef,
     TaskReceipt,
 )
+from zapomni.shared.protocol.errors import InvalidInput, NotFound, Unavailable
+from zapomni.shared.protocol.ids import new_task_id
 from zapomni.shared.protocol.jobs import GraphJob, IngestJob
+from zapomni.shared.protocol.metadata import metadata_digest
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import deletes
+from zapomni.shared.tasks import adds, capacity, tasks
+from zapomni.shared.tasks.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"
@@ -63,7 +66,7 @@ async def redis_call(front: Front, call: Awaitable[T]) -> T:
 async def check_capacity(front: Front, memories: list[AddMemory]) -> None:
     """Room for these adds' text in the queue, and for a job: a call of several adds is
     refused whole, before any is claimed (each add is checked again by the step that queues
-    it: shared/adds.py)."""
+    it: shared/tasks/adds.py)."""
     settings = front.settings
     depth = await redis_call(front, tasks.queue_depth(front.redis))
     queued = await redis_call(front, capacity.queued_bytes(front.redis))
@@ -75,7 +78,7 @@ async def check_capacity(front: Front, memories: list[AddMemory]) -> None:
 
 async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
     """Queue ``memory`` for ingest, unless the namespace's write policy refuses it
-    (shared/policy.py): then Refused, with no task and nothing queued. The thread's window
+    (shared/protocol/policy.py): then Refused, with no task and nothing queued. The thread's window
     counts only adds that are stored: one refused after it was counted gives its place
     back, and so does a duplicate."""
     rule = policy.rule_for(front.settings.write_policy, memory.namespace)
@@ -112,7 +115,7 @@ async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Cla
                      ) -> AddReceipt:
     """The text was added before: answered with the task that owns it, and nothing else
     happens (what is stored, or queued to be, is never changed or run again by a duplicate;
-    a task and its job are one step, shared/adds.py, so there is no lost job to bring
+    a task and its job are one step, shared/tasks/adds.py, so there is no lost job to bring
     back). While a delete of it is under way, the add is refused until the delete is done."""
     if claim.kind == "delete":
         raise Unavailable(f"memory {mid} is being deleted (task {claim.owner}); nothing was "
@@ -234,7 +237,7 @@ async def delete_memory(front: Front, ref: MemoryRef) -> DeleteReceipt:
 
 async def queue_delete(front: Front, namespace: str, memory_id: str, message: str, *,
                        cancelling: str = "") -> tuple[str, str]:
-    """Take the memory over for a delete task and enqueue its job (shared/deletes.py):
+    """Take the memory over for a delete task and enqueue its job (shared/store/deletes.py):
     (task id, state). An ingest under way is cancelled in the same step (``cancelling``:
     only that ingest; then the task id is '' when it no longer owns the memory). A delete
     already under way is answered instead of a second one."""

@@ -18,8 +18,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from zapomni.services.mcp.fastmcp_internals import set_max_body
 from zapomni.services.mcp.server import build_server
 from zapomni.shared import metrics
+from zapomni.shared.protocol.validation import MAX_TEXT_CHARS
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import MAX_TEXT_CHARS
 
 # 4 bytes per character is the most UTF-8 needs; 1 MiB more for metadata and the envelope
 MAX_REQUEST_BYTES = 4 * MAX_TEXT_CHARS + 2**20

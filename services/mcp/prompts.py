@@ -14,9 +14,9 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import PromptError
 from pydantic import Field
 
-from zapomni.shared.conversation import check_thread
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.validation import check_namespace
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.validation import check_namespace
+from zapomni.shared.text.conversation import check_thread
 
 MAX_TOPIC_CHARS = 2000  # search_memory's query limit
 SUMMARY_PAGES = 5  # list_memories pages summarise_namespace reads at most

@@ -6,7 +6,7 @@
 
 Templates for any namespace; the default namespace's stats and recent page are also listed
 as plain resources. Each read is checked as the tools check their arguments
-(shared/validation.py), forwarded to the query service, and answered as JSON. A bad
+(shared/protocol/validation.py), forwarded to the query service, and answered as JSON. A bad
 namespace or id is one line, as from a tool.
 """
 
@@ -21,11 +21,11 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ResourceError
 
 from zapomni.services.mcp.front import Front, get_memory
-from zapomni.shared.errors import Overloaded, Unavailable, ZapomniError
 from zapomni.shared.protocol.answers import MemoryPage, Stats
 from zapomni.shared.protocol.api import ListRequest, MemoryRef, StatsRequest
 from zapomni.shared.protocol.base import DEFAULT_NAMESPACE
-from zapomni.shared.validation import check_id, check_namespace
+from zapomni.shared.protocol.errors import Overloaded, Unavailable, ZapomniError
+from zapomni.shared.protocol.validation import check_id, check_namespace
 
 RECENT_PAGE = 20  # memories in memory://{namespace}/recent
 JSON = "application/json"

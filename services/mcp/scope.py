@@ -1,4 +1,4 @@
-"""Where the front checks each call against the caller's token (shared/scopes.py): who the
+"""Where the front checks each call against the caller's token (shared/protocol/scopes.py): who the
 caller is (``Verifier``: the shared token, the scoped tokens, JWTs) and what it may touch
 (``ScopeCheck``: one middleware before every tool, resource and prompt runs).
 
@@ -25,9 +25,9 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 
 from zapomni.services.mcp.front import Front, redis_call, unknown_task
-from zapomni.shared import metrics, tasks
-from zapomni.shared.errors import InvalidInput, ZapomniError
-from zapomni.shared.scopes import (
+from zapomni.shared import metrics
+from zapomni.shared.protocol.errors import InvalidInput, ZapomniError
+from zapomni.shared.protocol.scopes import (
     EVERYTHING,
     NOTHING,
     Scope,
@@ -39,8 +39,9 @@ from zapomni.shared.scopes import (
     scope_of,
     token_key,
 )
+from zapomni.shared.protocol.validation import check_namespace, check_task_id
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import check_namespace, check_task_id
+from zapomni.shared.tasks import tasks
 
 TASK_TOOLS = {"graph_status", "cancel_task"}  # the task record's namespace decides
 RESOURCE_SCHEME = "memory://"

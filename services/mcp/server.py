@@ -38,8 +38,6 @@ from zapomni.services.mcp.tools_files import add_files_tools
 from zapomni.services.mcp.tools_lifecycle import add_lifecycle_tools
 from zapomni.services.mcp.tools_moves import add_moves_tools
 from zapomni.services.mcp.tools_update import add_update_tools
-from zapomni.shared.entities import ENTITY_TYPES
-from zapomni.shared.errors import InvalidInput
 from zapomni.shared.protocol.answers import (
     EntityDetail,
     EntityList,
@@ -58,9 +56,9 @@ from zapomni.shared.protocol.api import (
     StatsRequest,
     TaskReceipt,
 )
+from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.protocol.task_records import TaskStatus
-from zapomni.shared.settings import Settings
-from zapomni.shared.validation import (
+from zapomni.shared.protocol.validation import (
     MAX_BATCH_ITEMS,
     MAX_TEXT_CHARS,
     check_id,
@@ -70,6 +68,8 @@ from zapomni.shared.validation import (
     decode_add_memory,
     decode_search,
 )
+from zapomni.shared.settings import Settings
+from zapomni.shared.text.entities import ENTITY_TYPES
 
 INSTRUCTIONS = """Zapomni is a long-term memory. add_memory stores text (it is chunked, embedded
 and indexed in the background: poll graph_status(task_id) until state is "done");

@@ -1,6 +1,6 @@
 """The conversation tools: get_history (a thread's turns, paged) and build_context (the
 context for the next answer within a token budget). Arguments are checked here
-(shared/conversation.py); the query service reads (services/query/context.py)."""
+(shared/text/conversation.py); the query service reads (services/query/context.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
-from zapomni.shared.conversation import decode_context, decode_history
 from zapomni.shared.protocol.answers import Context, History
+from zapomni.shared.text.conversation import decode_context, decode_history
 
 
 def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:

@@ -16,13 +16,13 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import HOST_FILES, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
-from zapomni.shared.ids import new_task_id
 from zapomni.shared.protocol.api import IngestPath, TaskReceipt
+from zapomni.shared.protocol.ids import new_task_id
 from zapomni.shared.protocol.jobs import FilesJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import FILES
-from zapomni.shared.roots import allowed_roots, check_ingest_path
-from zapomni.shared.validation import check_namespace, convert
+from zapomni.shared.protocol.validation import check_namespace, convert
+from zapomni.shared.tasks.queue import FILES
+from zapomni.shared.text.roots import allowed_roots, check_ingest_path
 
 
 def decode_ingest_path(path: Any, namespace: Any, include: Any, exclude: Any) -> IngestPath:

@@ -11,10 +11,10 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import READ, tool_spec
 from zapomni.services.mcp.front import Front
-from zapomni.shared.errors import InvalidInput
 from zapomni.shared.protocol.answers import MemoryPage
 from zapomni.shared.protocol.api import LIST_ORDERS, ListRequest
-from zapomni.shared.validation import check_namespace, convert, decode_filters
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.validation import check_namespace, convert, decode_filters
 
 
 def decode_listing(namespace: Any, filters: Any, limit: Any, cursor: Any,

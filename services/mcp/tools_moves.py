@@ -11,12 +11,12 @@ from fastmcp import FastMCP
 from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import ADD, tool_spec
 from zapomni.services.mcp.front import Front, queue_task
-from zapomni.shared.ids import new_task_id
 from zapomni.shared.protocol.api import TaskReceipt
+from zapomni.shared.protocol.ids import new_task_id
 from zapomni.shared.protocol.jobs import ReembedJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import REEMBED
-from zapomni.shared.validation import check_namespace
+from zapomni.shared.protocol.validation import check_namespace
+from zapomni.shared.tasks.queue import REEMBED
 
 
 async def start_reembed(front: Front, namespace: str) -> TaskReceipt:

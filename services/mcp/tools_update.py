@@ -11,7 +11,7 @@ from zapomni.services.mcp.calls import plain, tool_call
 from zapomni.services.mcp.conventions import DESTRUCTIVE, tool_spec
 from zapomni.services.mcp.front import Front
 from zapomni.shared.protocol.api import UpdateReceipt
-from zapomni.shared.validation import decode_update
+from zapomni.shared.protocol.validation import decode_update
 
 
 def add_update_tools(mcp: FastMCP, live: dict[str, Front]) -> None:

@@ -5,7 +5,7 @@ supersedes it). The front never touches FalkorDB.
 Metadata is a JSON merge patch at the top level (merge_metadata, below): each
 key given replaces that key, a key set to null is removed, and the memory's metadata that
 results is checked as add_memory checks it. The update task owns the memory while it runs
-(shared/tasks.py): while another task writes, updates or deletes that memory the update is
+(shared/tasks/tasks.py): while another task writes, updates or deletes that memory the update is
 refused with the task to wait for; a delete accepted later cancels it and wins.
 
 A new text is added the way add_memory adds it (claim, capacity, thread), with the old
@@ -30,15 +30,15 @@ from typing import Any
 
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front, redis_call
-from zapomni.shared import takeover, tasks
-from zapomni.shared.errors import InvalidInput, Unavailable, shown
-from zapomni.shared.ids import memory_id, new_task_id
-from zapomni.shared.metadata import memory_metadata, metadata_digest
 from zapomni.shared.protocol.answers import MemoryRecord, Refused
 from zapomni.shared.protocol.api import AddMemory, MemoryRef, UpdateMemory, UpdateReceipt
+from zapomni.shared.protocol.errors import InvalidInput, Unavailable, shown
+from zapomni.shared.protocol.ids import memory_id, new_task_id
 from zapomni.shared.protocol.jobs import UpdateJob
+from zapomni.shared.protocol.metadata import memory_metadata, metadata_digest
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import enqueue_update
+from zapomni.shared.tasks import takeover, tasks
+from zapomni.shared.tasks.queue import enqueue_update
 
 BUSY = {"ingest": "written", "delete": "deleted", "update": "updated"}
 

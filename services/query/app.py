@@ -43,11 +43,8 @@ from zapomni.services.query.listing import list_memories
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.records import read_memory, read_stats
 from zapomni.services.query.search import search_memory
-from zapomni.shared import capacity, heartbeat, metrics, tasks
-from zapomni.shared.conversation import TokenCounter
-from zapomni.shared.embed import Embedder, make_embedder
-from zapomni.shared.errors import ZapomniError
-from zapomni.shared.graphstore import GraphStore
+from zapomni.shared import metrics
+from zapomni.shared.embedding.embed import Embedder, make_embedder
 from zapomni.shared.protocol.answers import ErrorBody
 from zapomni.shared.protocol.api import (
     ContextRequest,
@@ -59,7 +56,11 @@ from zapomni.shared.protocol.api import (
     SearchRequest,
     StatsRequest,
 )
-from zapomni.shared.validation import describe
+from zapomni.shared.protocol.errors import ZapomniError
+from zapomni.shared.protocol.validation import describe
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.tasks import capacity, heartbeat, tasks
+from zapomni.shared.text.conversation import TokenCounter
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode

@@ -3,7 +3,7 @@ Read-only.
 
 build_context reads the thread's last turns and searches for the query at once, leaves out of
 the matches the turns the history already holds, and fits the rest into ``token_budget``
-(tokens of shared/conversation.py's tokenizer): the current message always, then the
+(tokens of shared/text/conversation.py's tokenizer): the current message always, then the
 memories best first, then the turns newest first. So over the budget the oldest turns go
 first, then the lowest-ranked memories, and nothing is cut in the middle; a turn the budget
 leaves out of the history competes with the other memories by its rank in the search
@@ -24,10 +24,7 @@ import msgspec
 
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.search import search_memory
-from zapomni.shared.conversation import TokenCounter, encode_cursor
-from zapomni.shared.embed import Embedder
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.embedding.embed import Embedder
 from zapomni.shared.protocol.answers import (
     Context,
     ContextInfo,
@@ -37,9 +34,12 @@ from zapomni.shared.protocol.answers import (
     Turn,
 )
 from zapomni.shared.protocol.api import ContextRequest, HistoryRequest, SearchRequest
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_lists, cypher_search
-from zapomni.shared.times import iso_time
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.text.conversation import TokenCounter, encode_cursor
 
 _decode_json = msgspec.json.Decoder().decode
 # how the memories of a context are ranked (search's rank). "memory" (relevance blended with

@@ -12,8 +12,8 @@ from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared.graphstore import run
 from zapomni.shared.store import cypher_search
+from zapomni.shared.store.graphstore import run
 
 CACHED_TERMS = 50_000  # (namespace, term) entries kept, least recently used out first
 

@@ -14,11 +14,11 @@ from zapomni.services.query.entities import Named, passage_entities
 from zapomni.services.query.fusion import Candidate, share_page
 from zapomni.services.query.rank import rank_by_memory, rank_pool, read_memories
 from zapomni.services.query.timeline import TOP, newer_first
-from zapomni.shared.graphstore import run, run_cells
 from zapomni.shared.protocol.answers import MoreMatch, PartsDone, RankPart, SearchHit
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.store import cypher_graph, cypher_search
-from zapomni.shared.times import iso_time
+from zapomni.shared.store.graphstore import run, run_cells
 
 # results one memory may hold (its further matches are listed under its best): at 3 a big
 # memory held 1.66 of hybrid's top 10 instead of 2.67, the labelled sets' figures unchanged

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import snowballstemmer
 
-from zapomni.shared.words import WORD
+from zapomni.shared.text.words import WORD
 
 MAX_TERMS = 32
 

@@ -25,13 +25,13 @@ import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.search import filter_params
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
 from zapomni.shared.protocol.answers import ListedMemory, MemoryPage
 from zapomni.shared.protocol.api import ListRequest
 from zapomni.shared.protocol.base import MEMORY_ID_PATTERN
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.store import cypher_lists
-from zapomni.shared.times import iso_time
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
 
 FIRST_LINE_CHARS = 200  # a listed memory's first line, at most (cut with an ellipsis)
 HEAD_CHARS = 256  # text read per listed memory: more than a first line can show

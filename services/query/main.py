@@ -7,7 +7,7 @@ import argparse
 import uvicorn
 
 from zapomni.services.query.app import build_app
-from zapomni.shared import checksums
+from zapomni.shared.embedding import checksums
 from zapomni.shared.logs import configure_logging
 from zapomni.shared.settings import Settings
 

@@ -15,8 +15,8 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.frequencies import StampedCache
-from zapomni.shared.graphstore import run_cells
 from zapomni.shared.store import cypher_search
+from zapomni.shared.store.graphstore import run_cells
 
 # postings held over all terms (~110 B each), oldest terms out first: 1M held less than the
 # terms of the README's 300 questions at 100k chunks, which then re-read postings (p95 143 ms)

@@ -1,7 +1,7 @@
 """Ranking beyond relevance, and the record of use it needs.
 
 ``AccessLog``: after a search that returned something, one entry on the access stream
-(shared/access.py) names the memories returned and the time. It is written by a task of its
+(shared/store/access.py) names the memories returned and the time. It is written by a task of its
 own: the answer never waits for it and never fails because of it (a failure is counted and
 logged at most once a minute). Workers fold the stream into each memory's ``access_count``
 and ``accessed_at`` (workers/access.py): the query service never writes FalkorDB.
@@ -35,12 +35,12 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from zapomni.services.query.fusion import Candidate
-from zapomni.shared import access, metrics
-from zapomni.shared.graphstore import run
+from zapomni.shared import metrics
 from zapomni.shared.protocol.answers import RankPart
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_lists
+from zapomni.shared.store import access, cypher_lists
+from zapomni.shared.store.graphstore import run
 
 log = logging.getLogger(__name__)
 

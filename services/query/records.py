@@ -9,14 +9,14 @@ from redis.asyncio import Redis
 
 from zapomni.services.query.hits import ingesting
 from zapomni.services.query.versions import read_versions
-from zapomni.shared import heartbeat, tasks
-from zapomni.shared.errors import NotFound
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
 from zapomni.shared.protocol.answers import MemoryRecord, Stats
 from zapomni.shared.protocol.api import MemoryRef, StatsRequest
+from zapomni.shared.protocol.errors import NotFound
+from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_graph, cypher_schema, cypher_search
-from zapomni.shared.times import iso_time
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
+from zapomni.shared.tasks import heartbeat, tasks
 
 _decode_json = msgspec.json.Decoder().decode
 

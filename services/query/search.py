@@ -38,18 +38,19 @@ from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.timeline import asked_order, time_prior
 from zapomni.services.query.versions import inherit
 from zapomni.services.query.when import read_time
-from zapomni.shared import metrics, vector_cache
-from zapomni.shared.embed import Embedder, to_params
-from zapomni.shared.falkordb_internals import number_list
-from zapomni.shared.graphstore import GraphStore, meta_pair, run, run_cells, search_state
+from zapomni.shared import metrics
+from zapomni.shared.embedding import vector_cache
+from zapomni.shared.embedding.embed import Embedder, to_params
+from zapomni.shared.embedding.vector_cache import VectorCache
 from zapomni.shared.protocol.answers import (
     SearchResponse,
 )
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_moves, cypher_search
-from zapomni.shared.vector_cache import VectorCache
-from zapomni.shared.words import count_words
+from zapomni.shared.store.falkordb_internals import number_list
+from zapomni.shared.store.graphstore import GraphStore, meta_pair, run, run_cells, search_state
+from zapomni.shared.text.words import count_words
 
 log = logging.getLogger(__name__)
 MAX_CANDIDATES = 1000

@@ -40,10 +40,10 @@ from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate
 from zapomni.services.query.when import When, closeness
-from zapomni.shared.graphstore import run_cells
 from zapomni.shared.protocol.answers import SignalMatch
+from zapomni.shared.protocol.times import iso
 from zapomni.shared.store import cypher_moves, cypher_search
-from zapomni.shared.times import iso
+from zapomni.shared.store.graphstore import run_cells
 
 # a candidate in the window gains this share of its score (measured on LongMemEval-S dev's
 # questions with time words: docs/benchmarks.md, "LongMemEval")

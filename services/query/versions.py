@@ -20,10 +20,10 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate, ordered
-from zapomni.shared.graphstore import run, run_cells
 from zapomni.shared.protocol.answers import SignalMatch, Version
+from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.store import cypher_memories, cypher_search
-from zapomni.shared.times import iso_time
+from zapomni.shared.store.graphstore import run, run_cells
 
 MAX_VERSIONS = 100
 INHERIT_STEPS = 8  # versions walked from an older one to the current one, at most

@@ -33,7 +33,7 @@ from zapomni.services.stack.falkordb import (
     stop_process,
 )
 from zapomni.services.stack.lock import lock_data_dir
-from zapomni.shared import checksums
+from zapomni.shared.embedding import checksums
 from zapomni.shared.settings import Settings, without_password
 
 SECRET_FILE = "query-secret"  # in the data directory: the query service's credential

@@ -1,2 +1,2 @@
-"""Every value that crosses a process or storage boundary (shared/protocol/base.py says
-how the modules divide them)."""
+"""What crosses a boundary: the messages (base.py says how api, jobs, task_records, answers
+and export divide them), their validation and errors, times, metadata, policies, scopes, ids."""

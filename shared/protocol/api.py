@@ -32,7 +32,7 @@ class AddMemory(Base):
     source: str = ""
     metadata_json: str = "{}"  # the user's other metadata keys, JSON-encoded once
     thread: str = ""  # metadata "thread": memories of one conversation, in the order added
-    # recognised metadata keys (shared/validation.py, memory_fields), kept in metadata too
+    # recognised metadata keys (shared/protocol/validation.py, memory_fields), kept in metadata too
     importance: float | None = None  # 0-1
     memory_type: str = ""  # preference, fact, event, instruction, note or any short string
     pinned: bool = False  # never expires, never swept
@@ -58,8 +58,8 @@ class SearchFilters(Base):
     source: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     # every source that starts with it: "src/app/" matches "src/app/x.py"
     source_prefix: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
-    # event time (occurred_at) from / before, unix seconds (shared/times.py: the front takes
-    # ISO-8601 or unix seconds)
+    # event time (occurred_at) from / before, unix seconds (shared/protocol/times.py: the
+    # front takes ISO-8601 or unix seconds)
     after: float | None = None
     before: float | None = None
     metadata: Annotated[dict[str, Scalar], Meta(max_length=20)] | None = None  # equality
@@ -104,7 +104,7 @@ class BuildGraph(Base):
 
 class IngestPath(Base):
     """ingest_path's arguments; the path is checked against the allowed roots later
-    (shared/roots.py, check_ingest_path)."""
+    (shared/text/roots.py, check_ingest_path)."""
 
     path: Annotated[str, Meta(min_length=1, max_length=4096)]
     namespace: Namespace = DEFAULT_NAMESPACE
@@ -153,7 +153,7 @@ class DeleteReceipt(Lenient):
 
 
 class UpdateMemory(Base):
-    """update_memory's arguments, checked (shared/validation.py, decode_update)."""
+    """update_memory's arguments, checked (shared/protocol/validation.py, decode_update)."""
 
     memory_id: MemoryId
     namespace: Namespace = DEFAULT_NAMESPACE

@@ -31,7 +31,7 @@ class IngestJob(Job):
 
 
 class BatchJob(Job):
-    """Ingest the memories the add path gathered under ``batch_id`` (shared/adds.py): small
+    """Ingest the memories the add path gathered under ``batch_id`` (shared/tasks/adds.py): small
     ones added to one namespace while its batch waited for a worker, embedded and written
     together; or, ``alone``, one large memory (it may fan out into parts)."""
 
@@ -117,7 +117,7 @@ class FileCounts(Lenient):
 class FilesJob(Job):
     """ingest_path: walk ``path`` (resolved, inside ZAPOMNI_INGEST_ROOTS) and add its files.
     A continuation walks on from the file after ``after`` (a source, in the walk's fixed
-    order: shared/files.py, walk_key) with the counts so far and ``walked``, the files the
+    order: shared/text/files.py, walk_key) with the counts so far and ``walked``, the files the
     walk found before it, so a run of any slice again writes the same counts. (A job of an
     older version, with ``start``, walks again from the first file: its adds are
     duplicates, left alone.)"""

@@ -28,7 +28,7 @@ class TaskRecord(Lenient):
     relations: int = 0
     graph_task_id: str = ""  # ingest and import tasks: the entity extraction that followed
     after: str = ""  # ingest tasks in a thread: the memory added to it just before
-    gen: int = 0  # ingest tasks: the claim's generation (shared/tasks.py)
+    gen: int = 0  # ingest tasks: the claim's generation (shared/tasks/tasks.py)
     # ingest and update tasks: shared/validation.metadata_digest of the metadata they write,
     # so that the same text added again can say whether its metadata differs
     meta_hash: str = ""
@@ -37,7 +37,7 @@ class TaskRecord(Lenient):
     embedded: int = 0  # import and reembed tasks: chunks embedded (not reused from a file)
     chunks: int = 0  # ingest tasks: the memory's chunks, once it is chunked
     parts_at: float = 0.0  # ingest tasks: when its parts were queued (their rate: the ETA)
-    batch: str = ""  # ingest tasks: the arq job that holds it as added (shared/adds.py)
+    batch: str = ""  # ingest tasks: the arq job that holds it as added (shared/tasks/adds.py)
 
 
 class TaskProgress(Lenient):

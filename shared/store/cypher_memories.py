@@ -152,7 +152,7 @@ RETURN m.id, m.supersedes, m.superseded_by, m.created_at, m.ready
 # Access events (services/query/rank.py records them on a Redis stream; workers/access.py
 # folds them) added to each memory's count and last-returned time, in one statement per
 # namespace and batch. $events: [key, [memory ids], unix seconds] with keys that sort as the
-# stream does (shared/access.py). The namespace's watermark (x.folded: the last key folded)
+# stream does (shared/store/access.py). The namespace's watermark (x.folded: the last key folded)
 # is moved in the same statement: a FalkorDB query is applied whole or not at all, so a fold
 # that ends before it trims the stream reads the same events again and counts none twice.
 FOLD_ACCESS = """

@@ -1,5 +1,5 @@
 """The Cypher of a namespace as a whole: its indexes, its stored shape's version and the
-steps that migrate it (shared/migrate.py), its embedding model, its write stamp and what a
+steps that migrate it (shared/store/migrate.py), its embedding model, its write stamp and what a
 search reads of it first.
 
 Every Cypher query Zapomni runs is a constant with ``$params`` in a module of this package
@@ -44,7 +44,7 @@ ON CREATE SET x.model = $model, x.dim = $dim, x.created_at = $now
 RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), x.next_model, x.next_dim
 """
 INDEX_STATUS = "CALL db.indexes() YIELD label, status RETURN label, status"
-# the stored shape's version (shared/migrate.py), and its steps
+# the stored shape's version (shared/store/migrate.py), and its steps
 READ_SCHEMA = "MATCH (x:ZapomniMeta {key: 'schema'}) RETURN x.version"
 WRITE_SCHEMA = "MERGE (x:ZapomniMeta {key: 'schema'}) SET x.version = $version"
 MIGRATE_EVENT_TIME = """

@@ -54,13 +54,13 @@ from zapomni.services.stack.falkordb import (
     stop_process,
     wait_for_server,
 )
-from zapomni.shared import tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.errors import Overloaded, Unavailable
 from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.errors import Overloaded, Unavailable
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.text.chunking import chunker_for
 from zapomni.workers.lease import JOB_LEASE, lease_key
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """Chunking large texts: the token splitter against the character split with word-by-word
-token counts (shared/large_text.py) that Chunker uses from LARGE_TEXT characters.
+token counts (shared/text/large_text.py) that Chunker uses from LARGE_TEXT characters.
 
     ./dev bench chunking [--mb 1.6 10] [--compare-mb 1.6] [--paragraph-tokens 32]
 
@@ -8,7 +8,7 @@ size. One thread for the tokenizer (RAYON_NUM_THREADS=1 is set here) and CPU sec
 wall seconds (the host is shared). For the ``--compare-mb`` text both ways: chunks, tokens
 per chunk (p10 / p50 / p90), the share of chunks that end a sentence or a paragraph, the
 share overlapping the next. Both ways cut paragraphs first as the product does
-(PARAGRAPH_TOKENS, shared/paragraphs.py). Prints a table; writes
+(PARAGRAPH_TOKENS, shared/text/paragraphs.py). Prints a table; writes
 tests/bench/results/chunking.json. Not part of the test suite.
 """
 
@@ -25,8 +25,8 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from zapomni.shared.chunking import PARAGRAPH_TOKENS, Chunker  # noqa: E402
-from zapomni.shared.large_text import split_large  # noqa: E402
+from zapomni.shared.text.chunking import PARAGRAPH_TOKENS, Chunker  # noqa: E402
+from zapomni.shared.text.large_text import split_large  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"

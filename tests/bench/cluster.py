@@ -35,14 +35,14 @@ from tests.support.cluster import Cluster, cluster_info, falkordb_cluster, role
 from tests.support.servers import falkordb_process
 from tests.support.vectors import corpus, questions
 from zapomni.services.query.search import search_memory
-from zapomni.shared import replication
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.errors import ZapomniError
-from zapomni.shared.graphstore import GraphStore, graph_name, run
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
+from zapomni.shared.protocol.errors import ZapomniError
 from zapomni.shared.protocol.jobs import IngestJob
+from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_search
+from zapomni.shared.store import replication
+from zapomni.shared.store.graphstore import GraphStore, graph_name, run
+from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@
 The sources of the installed Python's asyncio package and of urllib3 (its Python files and
 its JavaScript web worker) go in through the front's code path, each file one memory with
 metadata source (the path under site-packages), type "code" and language, twice: into the
-namespace "code" (language set: the CodeSplitter of shared/chunking.py) and into "text"
+namespace "code" (language set: the CodeSplitter of shared/text/chunking.py) and into "text"
 (no language: the plain TextSplitter). Entity extraction is off (graph_auto false): names in
 source code are not people or places. Real arq workers (in-process, burst) embed and write;
 every question (tests/bench/code_questions.json) is searched with limit 5 in each mode.
@@ -38,12 +38,12 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.search import search_memory
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.embedding.embed import make_embedder
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.text.chunking import chunker_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = Path(__file__).with_name("code_questions.json")

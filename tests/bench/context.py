@@ -56,15 +56,15 @@ from tests.support.vectors import embedded, passages, questions
 from zapomni.services.query.app import build_app
 from zapomni.services.query.context import CURRENT, MEMORIES, context_memory, memory_line
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared.conversation import TokenCounter
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building
-from zapomni.shared.ids import memory_id
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.answers import Context, SearchResponse
 from zapomni.shared.protocol.api import ContextRequest, SearchRequest
+from zapomni.shared.protocol.ids import memory_id
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore, indexes_building
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.text.conversation import TokenCounter
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -46,11 +46,11 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import tasks
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
 
 START = datetime(2025, 1, 6, 9, 0, tzinfo=UTC).timestamp()
 DAY = 86400.0

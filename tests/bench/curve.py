@@ -56,13 +56,13 @@ from tests.support.vectors import corpus, embedded, questions
 from tests.support.workers import ENDED
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import tasks
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.embed import to_params
-from zapomni.shared.graphstore import GraphStore, indexes_building
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import to_params
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.store.graphstore import GraphStore, indexes_building
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
+from zapomni.shared.text.chunking import chunker_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -131,7 +131,8 @@ async def preload(store: GraphStore, redis: redis.asyncio.Redis, server: TableOl
     (see the module's ``--preload``); a progress line every 30 s."""
     graph = store.graph("default")
     settings = store.settings
-    # the workers' embedder names its model so (shared/embed_ollama.py); another name is refused
+    # the workers' embedder names its model so (shared/embedding/embed_ollama.py); another
+    # name is refused
     prop = await prepare_namespace(store, "default", f"ollama:{settings.ollama_model}", 384)
     chunker = chunker_for(Settings.from_env(environ={}))
     have = first = await chunk_count(redis, graph)

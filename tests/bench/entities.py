@@ -41,8 +41,8 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from zapomni.shared.entities import entity_key
-from zapomni.shared.nertext import UNKNOWN
+from zapomni.shared.text.entities import entity_key
+from zapomni.shared.text.nertext import UNKNOWN
 from zapomni.workers.extract import EntityModel
 
 RESULTS = Path(__file__).resolve().parent / "results"

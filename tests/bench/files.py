@@ -31,11 +31,11 @@ from pathlib import Path
 from tests.support.graph import stored
 from tests.support.stack import Stack
 from zapomni.services.cli.ingest import Tally, ingest
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.files import Loaded, Selection, Skipped, load_file, root_key, walk_files
-from zapomni.shared.heartbeat import count_alive
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks.heartbeat import count_alive
+from zapomni.shared.text.chunking import chunker_for
+from zapomni.shared.text.files import Loaded, Selection, Skipped, load_file, root_key, walk_files
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCLUDE = ("__pycache__", "*.pyc")

@@ -32,8 +32,8 @@ from tests.support.servers import ThreadedServer, falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.app import build_app
-from zapomni.shared import capacity
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks import capacity
 
 WORDS = ("queue", "memory", "bytes", "worker", "front", "refuse", "retry", "drain", "chunk",
          "vector", "graph", "entity", "store", "search", "limit", "redis", "index", "token",

@@ -34,11 +34,11 @@ from tests.support.servers import ThreadedServer, falkordb_process
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.search import embed_query
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.jobs import IngestJob
-from zapomni.shared.queue import serialize
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks.queue import serialize
 
 RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
 SIZES = {"1 KB": 1_000, "100 KB": 100_000, "10 MB": 10_000_000}

@@ -43,9 +43,9 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import tasks
 from zapomni.shared.protocol.api import BuildGraph, SearchRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks import tasks
 from zapomni.workers.extract import EntityModel
 
 ROOT = Path(__file__).resolve().parents[2]

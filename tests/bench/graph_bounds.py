@@ -39,13 +39,13 @@ from tests.support.workers import on_graph_batch, run_workers, wait_tasks, worke
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import tasks
-from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.ids import memory_id
-from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import BuildGraph
+from zapomni.shared.protocol.ids import memory_id
 from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
 from zapomni.workers import graph
 
 SIZES = (10_000, 50_000, 100_000)

@@ -29,11 +29,11 @@ from tests.support.servers import falkordb_process
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.heartbeat import count_alive
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks.heartbeat import count_alive
+from zapomni.shared.text.chunking import chunker_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

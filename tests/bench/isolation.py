@@ -26,8 +26,8 @@ from tests.support.servers import ThreadedServer, falkordb_process
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 RESULTS = Path(__file__).resolve().parents[2] / "tests" / "bench" / "results"
 

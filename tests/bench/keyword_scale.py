@@ -50,15 +50,15 @@ from tests.support.stack import Stack
 from zapomni.services.query import frequencies
 from zapomni.services.query import postings as postings_cache
 from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
-from zapomni.shared import vector_cache
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore, indexes_building
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding import vector_cache
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
+from zapomni.shared.embedding.vector_cache import VectorCache
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
+from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_search
-from zapomni.shared.vector_cache import VectorCache
-from zapomni.shared.words import WORD
+from zapomni.shared.store.graphstore import GraphStore, indexes_building
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.text.words import WORD
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +190,6 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
 async def profile(store, embedder, client, settings, queries) -> dict:
     """Warm hybrid searches with every FalkorDB query timed at the client (the query service's
     own ``execute``, wrapped here) beside the CPU time of the whole search in this process."""
-    from zapomni.shared import graphstore
     from zapomni.shared.store import (
         cypher_graph,
         cypher_lists,
@@ -198,6 +197,7 @@ async def profile(store, embedder, client, settings, queries) -> dict:
         cypher_moves,
         cypher_schema,
         cypher_search,
+        graphstore,
     )
 
     modules = (cypher_schema, cypher_memories, cypher_graph, cypher_search, cypher_lists,
@@ -291,8 +291,8 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
 
 
 async def restore_words(graph) -> None:
-    """Each chunk's word count as workers store it (shared/words.py), in pages."""
-    from zapomni.shared.words import count_words
+    """Each chunk's word count as workers store it (shared/text/words.py), in pages."""
+    from zapomni.shared.text.words import count_words
 
     after = ""
     while True:

@@ -21,10 +21,10 @@ from pathlib import Path
 from tests.support.servers import falkordb_process
 from zapomni.services.query import listing
 from zapomni.services.query.listing import list_memories, write_cursor
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.protocol.api import ListRequest, SearchFilters
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_lists, cypher_schema
+from zapomni.shared.store.graphstore import GraphStore, run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

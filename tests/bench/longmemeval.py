@@ -62,12 +62,12 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
-from zapomni.shared import tasks
-from zapomni.shared.ids import memory_id
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.ids import memory_id
+from zapomni.shared.protocol.validation import decode_add_memory, normalise_text
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory, normalise_text
+from zapomni.shared.tasks import tasks
 
 QUESTIONS = DATA / "longmemeval_s_dev" / "questions.jsonl.gz"
 LIMIT = 100  # results asked per question: enough distinct sessions for R@10

@@ -37,13 +37,13 @@ from tests.support.vectors import passages, questions
 from tests.support.workers import worker_processes
 from zapomni.services.cli.restore import import_file
 from zapomni.services.query.search import search_memory
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.ids import memory_id, new_task_id
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import make_embedder
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.ids import memory_id, new_task_id
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

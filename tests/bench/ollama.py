@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer
-from zapomni.shared.embed_ollama import OllamaEmbedder
+from zapomni.shared.embedding.embed_ollama import OllamaEmbedder
 from zapomni.shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

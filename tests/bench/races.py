@@ -40,15 +40,15 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.errors import Unavailable
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.protocol.base import TASK_STATES
+from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import connect_queue
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.queue import connect_queue
 from zapomni.workers.sweep import SWEEP
 
 

@@ -42,13 +42,13 @@ from tests.support.servers import falkordb_process
 from tests.support.vectors import embedded, passages, questions
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.search import search_memory
-from zapomni.shared import access
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import make_embedder
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import access
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.access import fold_access
 from zapomni.workers.resources import close_resources, open_resources
 from zapomni.workers.store import mark_ready, write_chunks, write_memory

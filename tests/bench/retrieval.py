@@ -37,11 +37,11 @@ from zapomni.services.query import hits, search
 from zapomni.services.query.app import build_app
 from zapomni.services.query.search import WEIGHTS
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
-from zapomni.shared import tasks
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import SEARCH_MODES, SearchRequest
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

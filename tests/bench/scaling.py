@@ -40,10 +40,10 @@ from tests.support.vectors import corpus
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared.graphstore import graph_name
-from zapomni.shared.heartbeat import WORKERS_KEY
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.store.graphstore import graph_name
+from zapomni.shared.tasks.heartbeat import WORKERS_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

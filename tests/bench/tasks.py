@@ -26,12 +26,13 @@ from pathlib import Path
 import redis.asyncio
 
 from tests.support.servers import falkordb_process
-from zapomni.shared import adds, capacity, deletes, tasks
-from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import connect_queue
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.store import deletes
+from zapomni.shared.tasks import adds, capacity, tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.queue import connect_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

@@ -45,15 +45,15 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import capacity
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.chunking import chunker_for
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.errors import Overloaded
-from zapomni.shared.heartbeat import count_alive
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.api import AddReceipt, SearchRequest
+from zapomni.shared.protocol.errors import Overloaded
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks import capacity
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.heartbeat import count_alive
+from zapomni.shared.text.chunking import chunker_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "longmemeval_s_dev" / "questions.jsonl.gz"

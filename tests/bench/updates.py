@@ -48,11 +48,11 @@ from zapomni.services.mcp import update
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import SearchRequest
+from zapomni.shared.protocol.validation import decode_add_memory, decode_update
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory, decode_update
+from zapomni.shared.store.graphstore import GraphStore, run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

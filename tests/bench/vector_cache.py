@@ -1,4 +1,4 @@
-"""The chunk-vector cache (shared/vector_cache.py) filled past its limit: what it costs a
+"""The chunk-vector cache (shared/embedding/vector_cache.py) filled past its limit: what it costs a
 worker's batch to write, and what Redis holds once the limit binds.
 
     ./dev bench vector_cache [--vectors 300000] [--limit 100000] [--dim 384] [--batch 32]
@@ -24,8 +24,8 @@ import numpy as np
 import redis.asyncio
 
 from tests.support.servers import falkordb_process
-from zapomni.shared import vector_cache
-from zapomni.shared.vector_cache import VectorCache
+from zapomni.shared.embedding import vector_cache
+from zapomni.shared.embedding.vector_cache import VectorCache
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

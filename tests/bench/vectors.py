@@ -44,12 +44,12 @@ from tests.support.vectors import (
     exact_top,
     questions,
 )
-from zapomni.shared.embed import to_params
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import HNSW, GraphStore, indexes_building
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import to_params
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import HNSW, GraphStore, indexes_building
+from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import link_chunks, mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

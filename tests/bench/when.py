@@ -34,10 +34,10 @@ from zapomni.services.query import search as search_module
 from zapomni.services.query.search import search_memory
 from zapomni.services.query.timeline import asked_order
 from zapomni.services.query.when import read_time
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.embedding.embed import make_embedder
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
 
 ARMS = ("issue 32", "without")
 BLOCK = 14

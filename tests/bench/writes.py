@@ -30,11 +30,11 @@ import numpy as np
 
 from tests.support.servers import falkordb_process
 from tests.support.vectors import REAL, corpus
-from zapomni.shared.embed import ListLiteral, to_params
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed import ListLiteral, to_params
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

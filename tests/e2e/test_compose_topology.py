@@ -39,7 +39,7 @@ from zapomni.services.stack.falkordb import (
     stop_process,
     wait_for_server,
 )
-from zapomni.shared import tasks
+from zapomni.shared.tasks import tasks
 
 BIN = Path(sys.executable).parent
 WORKERS = 4

@@ -25,7 +25,7 @@ from tests.support.servers import ThreadedServer
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import wait_tasks
-from zapomni.shared import tasks
+from zapomni.shared.tasks import tasks
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "zapomni.json"
 POLICY = {"*": {"min_confidence": 0.5}}
@@ -120,7 +120,7 @@ async def test_every_dashboard_query_has_data_after_real_traffic(tmp_path, stack
         # the worker's own `job` label (the arq function) is kept over the scrape job's name
         done = prometheus.query(next(expr for _, expr in panel_queries()
                                      if 'zapomni_jobs_total{outcome="done"}' in expr))
-        # (small adds travel in batches: shared/adds.py)
+        # (small adds travel in batches: shared/tasks/adds.py)
         assert {r["metric"]["job"] for r in done} >= {"ingest_batch", "build_graph"}, done
         failed = prometheus.query('zapomni_jobs_total{outcome="failed"} > 0')
         assert [r["metric"]["job"] for r in failed] == ["ingest_batch"], failed

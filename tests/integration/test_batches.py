@@ -1,4 +1,4 @@
-"""Small memories travel in batches (shared/adds.py, workers/batch.py; issue 32, item 6): the
+"""Small memories travel in batches (shared/tasks/adds.py, workers/batch.py; issue 32, item 6): the
 adds made while the workers are busy share one job, by bytes, and each memory keeps what it
 would have alone — its task (graph_status, cancel_task, get_memory while queued), its place
 in its thread, its stored shape — while a batch that runs again never writes twice."""
@@ -13,14 +13,14 @@ from tests.support.graph import query, stored
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import capacity, tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.errors import Overloaded
-from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.errors import Overloaded
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import capacity, tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.workers.store import (
     link_chunks,
     write_batch_chunks,

@@ -1,4 +1,4 @@
-"""The queue's capacity in bytes (shared/capacity.py): the front refuses past the limit with
+"""The queue's capacity in bytes (shared/tasks/capacity.py): the front refuses past the limit with
 the retry error, fan-out parts are counted, every reservation ends with its job, and one left
 by a dead process does not hold the queue for ever."""
 
@@ -11,12 +11,12 @@ from fastmcp import Client
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared import capacity
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.ids import part_job_id
+from zapomni.shared.protocol.ids import part_job_id
 from zapomni.shared.protocol.jobs import DeleteJob
-from zapomni.shared.queue import DELETE, connect_queue, enqueue, payload_size
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks import capacity
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.queue import DELETE, connect_queue, enqueue, payload_size
 from zapomni.workers.main import make_worker
 
 CAP = 300_000  # bytes: two texts of 100 KB fit, a third does not

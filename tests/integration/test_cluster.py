@@ -4,7 +4,8 @@ service; and a master killed (-9) while memories are in flight into its namespac
 replica taking over, with no accepted memory lost.
 
 "Accepted" is a memory whose ingest task is ``done``: the worker marks it so only once a
-replica of the master holds its writes (ZAPOMNI_FALKORDB_WAIT_REPLICAS, shared/replication.py).
+replica of the master holds its writes (ZAPOMNI_FALKORDB_WAIT_REPLICAS,
+shared/store/replication.py).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from tests.support.waiting import eventually
 from tests.support.workers import run_workers, wait_tasks
 from zapomni.services.mcp.server import build_server
 from zapomni.services.query.app import build_app
-from zapomni.shared import tasks
-from zapomni.shared.graphstore import graph_name
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import graph_name
+from zapomni.shared.tasks import tasks
 
 # (text, a question it answers)
 FACTS = [

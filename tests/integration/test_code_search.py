@@ -18,7 +18,7 @@ from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_import, run_workers
 from zapomni.services.cli.export import export_namespace
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.graphstore import GraphStore, run
+from zapomni.shared.store.graphstore import GraphStore, run
 
 CODE = Path(__file__).parents[1] / "data" / "code"
 PYTHON = (CODE / "inventory.py").read_text()

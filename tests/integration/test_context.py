@@ -11,14 +11,14 @@ from tests.support.graph import query
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import capacity
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.errors import Overloaded
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import prepare_namespace
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.errors import Overloaded
 from zapomni.shared.protocol.jobs import IngestJob
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import capacity
 from zapomni.workers.store import write_memory
 
 CHAT = [
@@ -74,7 +74,7 @@ async def test_turns_of_one_thread_are_chained_in_the_order_they_were_added(
 
 
 async def test_a_turn_refused_or_added_twice_is_chained_once(settings, front, aredis):
-    """A turn's add is one step (shared/adds.py): refused, it leaves no place in its thread;
+    """A turn's add is one step (shared/tasks/adds.py): refused, it leaves no place in its thread;
     added again, it is the same turn."""
     first = await ops.add_memory(front, decode_add_memory(CHAT[0][0], {"thread": "t"}, "lost"))
     full = Front(msgspec.structs.replace(

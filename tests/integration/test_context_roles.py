@@ -11,7 +11,7 @@ from fastmcp import Client
 from tests.support.mcp import call
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.embed_onnx import load_tokenizer
+from zapomni.shared.embedding.embed_onnx import load_tokenizer
 
 CHAT = [
     ("user", "Hi, I'm Zofia Wrona, nice to meet you."),

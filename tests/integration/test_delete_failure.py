@@ -12,10 +12,10 @@ from tests.support.graph import stored
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import tasks
-from zapomni.shared.errors import StoreError
 from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.errors import StoreError
 from zapomni.shared.store import cypher_memories
+from zapomni.shared.tasks import tasks
 from zapomni.workers import outcome, store
 
 

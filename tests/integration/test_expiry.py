@@ -14,12 +14,13 @@ from tests.support.graph import stored
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
-from zapomni.shared import deletes, tasks
-from zapomni.shared.errors import NotFound
-from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.protocol.answers import MemoryPage, MemoryRecord, SearchResponse
 from zapomni.shared.protocol.api import ListRequest, MemoryRef
-from zapomni.shared.validation import decode_search
+from zapomni.shared.protocol.errors import NotFound
+from zapomni.shared.protocol.validation import decode_search
+from zapomni.shared.store import deletes
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.tasks import tasks
 from zapomni.workers.expiry import sweep_expired
 from zapomni.workers.resources import close_resources, open_resources
 from zapomni.workers.sweep import sweep_memories
@@ -46,7 +47,7 @@ async def write(settings, query: str, params: dict) -> None:
 
 async def sweep_once(settings) -> str:
     """One run of the worker's periodic sweep (the arq cron function), as a worker runs it."""
-    from zapomni.shared.queue import connect_queue
+    from zapomni.shared.tasks.queue import connect_queue
 
     ctx = {"redis": connect_queue(settings)}
     await open_resources(ctx, settings)

@@ -19,7 +19,7 @@ from tests.support.fuzz import (
     scoped_settings,
     styled,
 )
-from zapomni.shared.capacity import QUEUE_NAME
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 # for each JSON type a tool's schema names, a value of another type a client might send
 WRONG = {"string": 5, "integer": "5", "number": "0.5", "boolean": "yes", "object": [1],

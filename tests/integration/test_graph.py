@@ -18,9 +18,9 @@ from tests.support.workers import ENDED, add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.mcp.server import build_server
-from zapomni.shared import tasks
 from zapomni.shared.protocol.api import BuildGraph, MemoryRef
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
 from zapomni.workers import graph as graph_path
 
 BRIDGE = [

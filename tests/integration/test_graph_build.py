@@ -15,11 +15,11 @@ from tests.support.graph import broken, query, stored
 from tests.support.workers import add_text, on_graph_batch, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared.graphstore import GraphStore
 from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.protocol.jobs import GraphJob
-from zapomni.shared.queue import deserialize
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.tasks.queue import deserialize
 from zapomni.workers import graph
 from zapomni.workers.extract import ChunkEntities
 from zapomni.workers.store import EVIDENCE_KEEP, forget_entities, write_entities

@@ -1,4 +1,4 @@
-"""Live workers are counted from one sorted set (shared/heartbeat.py), never by scanning the
+"""Live workers are counted from one sorted set (shared/tasks/heartbeat.py), never by scanning the
 keyspace: a real worker process is counted while it lives, a silent one drops out, and a
 stopped one leaves at once."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.support.workers import worker_processes
-from zapomni.shared import heartbeat
+from zapomni.shared.tasks import heartbeat
 from zapomni.workers.main import alive_here
 
 

@@ -10,7 +10,7 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.query import hits as search_module
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
 
 NOTES = [
     ("The invoice XJ-4471 from Nordwind GmbH is due on March 3.",

@@ -12,14 +12,14 @@ from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query.search import search_memory
-from zapomni.shared import tasks
-from zapomni.shared.adds import members_key
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.embed_onnx import OnnxEmbedder
-from zapomni.shared.graphstore import GraphStore
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.jobs import BatchJob, IngestJob, PartJob
-from zapomni.shared.queue import EMBED_PART, INGEST_BATCH, serialize
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.adds import members_key
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.queue import EMBED_PART, INGEST_BATCH, serialize
 
 ARTICLE = " ".join(
     f"Paragraph {i} is about the history of lighthouse number {i} on the northern coast, "
@@ -164,7 +164,7 @@ async def test_jobs_that_run_again_write_the_same_graph(falkordb_url, aredis, pa
                                       _job_id="again-ingest")
         if part_size == 4:
             chunks = (await query(settings, "MATCH (c:Chunk) RETURN count(c)"))[0][0]
-            from zapomni.shared.chunking import Chunker
+            from zapomni.shared.text.chunking import Chunker
 
             spans = Chunker(64, 8).split(ARTICLE)
             assert len(spans) == chunks

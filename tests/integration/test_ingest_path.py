@@ -15,7 +15,7 @@ from tests.support.documents import make_docx, make_pdf
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.capacity import QUEUE_NAME
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.workers import files as files_worker
 
 TREE = Path(__file__).parent.parent / "data" / "files"

@@ -13,7 +13,7 @@ from tests.support.graph import broken, stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.capacity import QUEUE_NAME
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 CYPHER = "x'}) MATCH (n) DETACH DELETE n //"
 REDISEARCH = "@text:(*) | -foo ~bar {baz} \"q\" %fuzzy% [1 TO 9]"

@@ -11,7 +11,7 @@ import pytest
 from tests.support.isolation import ADMIN, Matrix, run_matrix, seed, tokens_setting
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
-from zapomni.shared.capacity import QUEUE_NAME
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 
 @pytest.mark.timeout(600)  # ~450 calls over HTTP and a worker's ingest of six memories

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
-from zapomni.shared.validation import decode_add_memory, decode_search
-from zapomni.shared.words import count_words
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.text.words import count_words
 
 QUERY = "kestrel harbour"
 

@@ -10,11 +10,11 @@ import itertools
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings
-from zapomni.shared.graphstore import GraphStore, run, run_cells
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
 from zapomni.shared.store import cypher_search
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.store.graphstore import GraphStore, run, run_cells
 
 ANIMALS = ["heron", "otter", "badger", "kestrel", "stoat"]
 PLACES = ["harbour", "meadow", "quarry", "orchard", "estuary", "harbour wall"]
@@ -83,7 +83,7 @@ async def rows_by_index(settings) -> None:
 
 
 async def test_cells_read_by_us_are_the_clients_values(settings):
-    """run_cells (shared/falkordb_internals.py) reads a real reply as the client does: every
+    """run_cells (shared/store/falkordb_internals.py) reads a real reply as the client does: every
     scalar kind, arrays of them, nested."""
     store = GraphStore(settings)
     try:

@@ -17,11 +17,11 @@ from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.task_status import shape_task
 from zapomni.services.query.hits import MAX_PER_MEMORY
-from zapomni.shared import tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.conversation import decode_context
-from zapomni.shared.errors import EmbeddingRejected
 from zapomni.shared.protocol.answers import Context, PartsDone
+from zapomni.shared.protocol.errors import EmbeddingRejected
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.text.conversation import decode_context
 
 # 40 paragraphs, about one chunk each: parts of PART_CHUNKS chunks land one by one
 BOOK = "\n\n".join(

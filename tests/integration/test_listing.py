@@ -12,8 +12,8 @@ from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp.server import build_server
 from zapomni.services.query.listing import write_cursor
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.store import cypher_schema
+from zapomni.shared.store.graphstore import GraphStore, run
 
 LONG_LINE = "A first line that goes on " + "and on " * 40  # over 200 characters
 

@@ -15,8 +15,8 @@ from tests.support.graph import stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 TOOLS = {"add_memory", "add_memories", "graph_status", "search_memory", "get_memory",
          "delete_memory", "get_stats", "build_graph", "cancel_task", "search_entities",
@@ -257,7 +257,7 @@ async def test_internal_errors_are_masked(client, aredis):
 async def test_full_queue_refuses_with_a_retryable_error(falkordb_url, aredis):
     settings = make_settings(falkordb_url, max_queue_depth=2)
     async with Client(build_server(settings)) as client:
-        # two jobs (adds to one namespace would share one: shared/adds.py)
+        # two jobs (adds to one namespace would share one: shared/tasks/adds.py)
         await call(client, "add_memory", text="first", namespace="one")
         await call(client, "add_memory", text="second", namespace="two")
         message = await error(client, "add_memory", text="third", namespace="three")

@@ -15,7 +15,7 @@ from tests.support.waiting import eventually
 from tests.support.workers import add_text, wait_tasks, worker_processes
 from zapomni.services.mcp.http import http_app
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import tasks
+from zapomni.shared.tasks import tasks
 
 
 def samples(text: str) -> dict[tuple, float]:

@@ -19,11 +19,11 @@ from zapomni.services.cli.export import export_namespace
 from zapomni.services.cli.restore import import_file
 from zapomni.services.query.search import search_memory
 from zapomni.services.stack.main import main
-from zapomni.shared import tasks
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.graphstore import GraphStore, namespace_exists
-from zapomni.shared.validation import decode_search
+from zapomni.shared.embedding.embed import make_embedder
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.validation import decode_search
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists
+from zapomni.shared.tasks import tasks
 
 TEXTS = [
     "The lighthouse at Cape Wrath was built in 1828 by Robert Stevenson.",

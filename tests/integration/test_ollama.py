@@ -10,10 +10,10 @@ from tests.support.graph import stored
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
-from zapomni.shared import tasks
-from zapomni.shared.embed_ollama import OllamaEmbedder
-from zapomni.shared.errors import EmbeddingRejected, EmbeddingUnavailable
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.embedding.embed_ollama import OllamaEmbedder
+from zapomni.shared.protocol.errors import EmbeddingRejected, EmbeddingUnavailable
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
 from zapomni.workers import resources
 
 

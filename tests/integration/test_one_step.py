@@ -19,10 +19,10 @@ from tests.support.graph import query, stored
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import tasks
-from zapomni.shared.errors import Unavailable
 from zapomni.shared.protocol.api import MemoryRef
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.protocol.errors import Unavailable
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
 
 TEXT = "The night ferry to Hvar leaves at eleven from the second pier."
 LONG = "\n\n".join(f"Paragraph {i}: the archive of harbour records, shelf {i}, holds the "

@@ -14,7 +14,7 @@ from tests.support.mcp import call, error
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
-from zapomni.shared import policy
+from zapomni.shared.protocol import policy
 
 
 def with_policy(falkordb_url: str, rules: dict, **overrides):

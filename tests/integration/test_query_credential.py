@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from zapomni.services.mcp.front import Front
-from zapomni.shared.errors import ZapomniError
 from zapomni.shared.protocol.answers import Stats
 from zapomni.shared.protocol.api import StatsRequest
+from zapomni.shared.protocol.errors import ZapomniError
 
 BODY = msgspec.json.encode(StatsRequest(namespace="default"))
 

@@ -17,16 +17,16 @@ from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_workers, wait_tasks
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import takeover, tasks
-from zapomni.shared.arq_internals import queued_job
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.errors import Unavailable
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.queue import DELETE, INGEST_BATCH, connect_queue, serialize
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import takeover, tasks
+from zapomni.shared.tasks.arq_internals import queued_job
+from zapomni.shared.tasks.capacity import QUEUE_NAME
+from zapomni.shared.tasks.queue import DELETE, INGEST_BATCH, connect_queue, serialize
 from zapomni.workers.sweep import SWEEP
 
 TEXT = ("The lighthouse keeper logs the weather at dawn and dusk. " * 40).strip()

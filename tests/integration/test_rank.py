@@ -23,13 +23,13 @@ from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.rank import MAX_PENDING, AccessLog
-from zapomni.shared import access
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.graphstore import GraphStore, run
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import SearchRequest
-from zapomni.shared.queue import connect_queue
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
+from zapomni.shared.store import access
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.tasks.queue import connect_queue
 from zapomni.workers.access import FOLD
 
 NOTES = [

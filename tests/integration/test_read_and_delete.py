@@ -9,12 +9,12 @@ import pytest
 from tests.support.graph import stored
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
-from zapomni.shared import tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.errors import NotFound
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse, Stats
 from zapomni.shared.protocol.api import MemoryRef, StatsRequest
-from zapomni.shared.validation import decode_add_memory, decode_search
+from zapomni.shared.protocol.errors import NotFound
+from zapomni.shared.protocol.validation import decode_add_memory, decode_search
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 
 async def add(front, text, metadata=None, namespace=None):

@@ -1,4 +1,4 @@
-"""Reads carry FalkorDB's per-query time limit, matched to the front's (shared/graphstore.py):
+"""Reads carry FalkorDB's per-query time limit, matched to the front's (shared/store/graphstore.py):
 a read that runs long is stopped by the server itself, and the user is told to retry."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from fastmcp.exceptions import ToolError
 
 from zapomni.services.mcp.calls import tool_call
-from zapomni.shared.errors import Overloaded
-from zapomni.shared.graphstore import GraphStore, read_timeout_ms, run
+from zapomni.shared.protocol.errors import Overloaded
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore, read_timeout_ms, run
 
 # every triple of 300 nodes: 27 million rows, seconds of work, and no row matches
 SLOW = "MATCH (a:Slow), (b:Slow), (c:Slow) WHERE a.i + b.i + c.i < 0 RETURN count(*)"

@@ -17,11 +17,11 @@ from tests.support.workers import add_text, run_workers
 from zapomni.services.cli.reembed import reembed_namespace
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.search import search_memory
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.embed import make_embedder
-from zapomni.shared.errors import EmbeddingRejected
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.validation import decode_search
+from zapomni.shared.embedding.embed import make_embedder
+from zapomni.shared.protocol.errors import EmbeddingRejected
+from zapomni.shared.protocol.validation import decode_search
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.workers import reembed
 
 ADDED = "Added during the reembed: penguins cannot fly."

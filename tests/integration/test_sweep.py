@@ -9,10 +9,10 @@ import time
 
 from tests.integration.test_expiry import sweep_once
 from tests.support.graph import query
-from zapomni.shared import tasks
-from zapomni.shared.graphstore import GraphStore
-from zapomni.shared.migrate import prepare_namespace
 from zapomni.shared.protocol.task_records import TaskRecord
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.shared.tasks import tasks
 from zapomni.workers import sweep
 
 ENDED, LIVE = "task_" + "e" * 32, "task_" + "1" * 32

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.servers import ThreadedServer
 from tests.support.table_ollama import TableOllama
-from zapomni.shared.embed_ollama import OllamaEmbedder
-from zapomni.shared.errors import EmbeddingRejected
+from zapomni.shared.embedding.embed_ollama import OllamaEmbedder
+from zapomni.shared.protocol.errors import EmbeddingRejected
 
 TEXTS = ["The harbour crane is inspected on Tuesdays.", "Invoices are due within 30 days.",
          "The night shift starts at ten.", "Crates are sealed at the gate."]

@@ -8,8 +8,8 @@ import time
 
 from tests.support.waiting import eventually
 from tests.support.workers import add_text
-from zapomni.shared import tasks
 from zapomni.shared.protocol.task_records import TaskRecord
+from zapomni.shared.tasks import tasks
 
 
 def record(task_id: str) -> TaskRecord:

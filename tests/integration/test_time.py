@@ -15,8 +15,8 @@ from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.cli.moves import run_migrate
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.graphstore import GraphStore, run
-from zapomni.shared.migrate import SCHEMA_VERSION, schema_version
+from zapomni.shared.store.graphstore import GraphStore, run
+from zapomni.shared.store.migrate import SCHEMA_VERSION, schema_version
 
 MAY_2023 = datetime.fromisoformat("2023-05-26T12:00:00+00:00").timestamp()
 

@@ -18,12 +18,12 @@ from zapomni.services.mcp import front as ops
 from zapomni.services.mcp import update
 from zapomni.services.mcp.server import build_server
 from zapomni.services.query.app import build_app
-from zapomni.shared import tasks
-from zapomni.shared.capacity import QUEUE_NAME
-from zapomni.shared.errors import InvalidInput, NotFound, Unavailable
 from zapomni.shared.protocol.answers import MemoryRecord, SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
-from zapomni.shared.validation import decode_search, decode_update
+from zapomni.shared.protocol.errors import InvalidInput, NotFound, Unavailable
+from zapomni.shared.protocol.validation import decode_search, decode_update
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 OLD = "Mira's favourite tea is jasmine."
 NEW = "Mira's favourite tea is now rooibos."

@@ -1,5 +1,5 @@
-"""The vector caches (shared/vector_cache.py) against a real Redis: bounded by count and by
-age, the newest kept, and a Redis that does not answer is a miss."""
+"""The vector caches (shared/embedding/vector_cache.py) against a real Redis: bounded by count
+and by age, the newest kept, and a Redis that does not answer is a miss."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.workers import add_text, run_workers
 from zapomni.services.stack.falkordb import free_port
-from zapomni.shared import vector_cache
-from zapomni.shared.embed import CachedEmbedder
-from zapomni.shared.embed_ollama import OllamaEmbedder
-from zapomni.shared.vector_cache import VectorCache
+from zapomni.shared.embedding import vector_cache
+from zapomni.shared.embedding.embed import CachedEmbedder
+from zapomni.shared.embedding.embed_ollama import OllamaEmbedder
+from zapomni.shared.embedding.vector_cache import VectorCache
 from zapomni.workers import resources
 
 MODEL = "ollama:nomic-embed-text"

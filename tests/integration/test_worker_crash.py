@@ -16,7 +16,7 @@ from tests.support.graph import stored
 from tests.support.servers import kill
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
-from zapomni.shared import tasks
+from zapomni.shared.tasks import tasks
 from zapomni.workers.lease import JOB_LEASE, lease_key
 from zapomni.workers.outcome import MAX_TRIES
 
@@ -68,7 +68,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
     assert counts["memories"] == counts["ready"] == 1
     assert counts["chunks"] == counts["has_chunk"] == counts["next"] + 1
     assert counts["orphan_chunks"] == 0
-    from zapomni.shared.chunking import Chunker
+    from zapomni.shared.text.chunking import Chunker
 
     assert counts["chunks"] == len(Chunker(16, 2).split(DOCUMENT))
 

@@ -1,8 +1,8 @@
 """What the built distributions hold (.ci/package runs it on `python -m build`'s output):
 
 - the wheel installs ``zapomni/`` alone at the top of site-packages (plus its dist-info), with
-  every module of shared/, services/ and workers/, the vendored tokenizer and its NOTICE
-  and the name gate's weights (shared/models);
+  every module of shared/, services/ and workers/, and the vendored tokenizer and its NOTICE
+  (shared/embedding/models);
 - the sdist holds the sources the wheel is built from, the tokenizer and the licence, and no
   tests, caches or build outputs.
 
@@ -27,8 +27,8 @@ def expected_modules() -> set[str]:
 
 
 def model_files() -> set[str]:
-    """The vendored tokenizer and its NOTICE, and the name gate's weights."""
-    folder = ROOT / "shared" / "models"
+    """The vendored tokenizer and its NOTICE."""
+    folder = ROOT / "shared" / "embedding" / "models"
     return {path.relative_to(ROOT).as_posix() for path in folder.rglob("*") if path.is_file()}
 
 

@@ -18,10 +18,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 
 _encode = msgspec.json.Encoder().encode
-PROBE = ["dimension probe"]  # what shared/embed_ollama.py sends to learn a model's dimension
+# what shared/embedding/embed_ollama.py sends to learn a model's dimension
+PROBE = ["dimension probe"]
 
 
 def hash_vector(text: str, dim: int) -> list[float]:

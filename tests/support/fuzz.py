@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.listing import write_cursor
-from zapomni.shared.capacity import QUEUE_NAME
 from zapomni.shared.protocol.base import DEFAULT_NAMESPACE
-from zapomni.shared.scopes import Scope, make_scope, refusal
+from zapomni.shared.protocol.scopes import Scope, make_scope, refusal
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,7 +141,7 @@ SCORE = (st.floats(0, 1), st.one_of(st.floats(), WRONG_TYPES))
 MEMORY_ID = (ids("mem_"), st.one_of(strings(), WRONG_TYPES))
 TASK_ID = (ids("task_"), st.one_of(strings(), WRONG_TYPES))
 QUERY = (GOOD_TEXT, st.one_of(strings(100), WRONG_TYPES))
-# a point in time: ISO-8601 or unix seconds (shared/times.py)
+# a point in time: ISO-8601 or unix seconds (shared/protocol/times.py)
 AS_OF = (st.one_of(st.sampled_from(["2023-05-26", "2023-05-26T12:00:00Z",
                                     "2023-05-26T14:00+02:00"]),
                    st.integers(0, 2_000_000_000), st.floats(-1e10, 1e11)),

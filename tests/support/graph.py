@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zapomni.shared.graphstore import GraphStore, namespace_exists, run
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
 from zapomni.workers.store import EVIDENCE_KEEP
 
 COUNTS = {

@@ -24,7 +24,7 @@ from fastmcp import Client
 
 from tests.support import mcp
 from tests.support.workers import run_workers
-from zapomni.shared.scopes import is_entry, make_scope
+from zapomni.shared.protocol.scopes import is_entry, make_scope
 from zapomni.shared.settings import Settings
 
 NAMESPACES = ["team-a-one", "team-a-two", "team-b", "shared", "empty"]

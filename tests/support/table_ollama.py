@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 
 _encode = msgspec.json.Encoder().encode
 NOISE = 0.05  # norm of the perturbation of a real vector (cosine to it ~0.999)

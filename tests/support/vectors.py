@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zapomni.shared.embed_onnx import OnnxEmbedder
+from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -20,11 +20,11 @@ from zapomni.services.cli.progress import Progress
 from zapomni.services.cli.restore import queue_import
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared import tasks
 from zapomni.shared.protocol.api import AddReceipt
-from zapomni.shared.queue import connect_queue
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
-from zapomni.shared.validation import decode_add_memory
+from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import connect_queue
 from zapomni.workers.main import make_worker
 
 ENDED = tasks.TERMINAL  # a task in one of these states changes no more

@@ -1,5 +1,5 @@
-"""Every model file Zapomni runs is pinned by sha256 (shared/checksums.py): the shipped files
-match, and a changed or added file stops `zapomni setup`, the query service and the worker
+"""Every model file Zapomni runs is pinned by sha256 (shared/embedding/checksums.py): the shipped
+files match, and a changed or added file stops `zapomni setup`, the query service and the worker
 before they start, naming the file and what to do."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zapomni.shared import checksums
+from zapomni.shared.embedding import checksums
 
 BIN = Path(sys.executable).parent
 

@@ -1,6 +1,6 @@
 import pytest
 
-from zapomni.shared.chunking import Chunker
+from zapomni.shared.text.chunking import Chunker
 
 # short sentences: the splitter overlaps by whole units that fit the overlap budget
 TEXT = "Zapomni remembers. Über-long notes stay. Naïve café owners smile. 日本語です。 " * 80
@@ -46,8 +46,8 @@ def test_short_text_is_one_chunk(chunker):
 
 
 def test_chunks_never_exceed_what_the_in_process_model_reads():
-    from zapomni.shared.chunking import chunk_budget
     from zapomni.shared.settings import Settings
+    from zapomni.shared.text.chunking import chunk_budget
 
     assert chunk_budget(Settings(chunk_tokens=512)) == 256
     assert chunk_budget(Settings(chunk_tokens=128)) == 128

@@ -1,5 +1,5 @@
 """Large texts are split by characters, and their chunks' tokens counted word by word
-(shared/large_text.py): the same contract as the token splitter's — offsets into the text,
+(shared/text/large_text.py): the same contract as the token splitter's — offsets into the text,
 never over the budget, overlap kept — and the counts are the tokenizer's own."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zapomni.shared.chunking import LARGE_TEXT, Chunker
-from zapomni.shared.large_text import count_tokens, exact_counts, split_large
+from zapomni.shared.text.chunking import LARGE_TEXT, Chunker
+from zapomni.shared.text.large_text import count_tokens, exact_counts, split_large
 
 # letters, digits, punctuation (ASCII and not), symbols, marks, controls, odd spaces,
 # ideographs and characters beyond the BMP (an emoji, a Ugaritic word divider: punctuation)

@@ -1,4 +1,4 @@
-"""Paragraphs first (shared/paragraphs.py): a text longer than a chunk is cut at its paragraph
+"""Paragraphs first (shared/text/paragraphs.py): a text longer than a chunk is cut at its paragraph
 breaks into blocks, each a chunk when it fits, split inside itself when it does not; the
 large-text path cuts the same blocks."""
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zapomni.shared.chunking import Chunker
-from zapomni.shared.large_text import split_large
-from zapomni.shared.paragraphs import PARAGRAPH_TOKENS, blocks, paragraphs
+from zapomni.shared.text.chunking import Chunker
+from zapomni.shared.text.large_text import split_large
+from zapomni.shared.text.paragraphs import PARAGRAPH_TOKENS, blocks, paragraphs
 
 WORDS = ["memory", "retrieval", "graph", "lighthouse", "keeper", "Zürich", "naïve", "fog",
          "co-operation", "3.14", "e-mail", "antidisestablishmentarianism", "日本", "dawn"]

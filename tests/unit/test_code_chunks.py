@@ -1,4 +1,4 @@
-"""The syntax-aware chunker (shared/chunking.py) on small vendored files (tests/data/code/):
+"""The syntax-aware chunker (shared/text/chunking.py) on small vendored files (tests/data/code/):
 chunks end between definitions, not inside one, and carry the lines they span."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zapomni.shared.chunking import Chunker, Lines, code_language
+from zapomni.shared.text.chunking import Chunker, Lines, code_language
 
 CODE = Path(__file__).parents[1] / "data" / "code"
 # file -> (language, the first line of each definition the chunker must keep whole)

@@ -1,4 +1,4 @@
-"""The context tools' arguments and the history cursor (shared/conversation.py)."""
+"""The context tools' arguments and the history cursor (shared/text/conversation.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from zapomni.services.query.context import fit, one_line
-from zapomni.shared.conversation import (
+from zapomni.shared.protocol.answers import ContextMemory, Turn
+from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.text.conversation import (
     TokenCounter,
     decode_context,
     decode_cursor,
     decode_history,
     encode_cursor,
 )
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.protocol.answers import ContextMemory, Turn
-from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
 
 MEMORY = "mem_" + "ab" * 16
 NOT_A_CURSOR = "before: not a cursor from get_history"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from zapomni.shared.embed_onnx import DIMENSION, OnnxEmbedder
+from zapomni.shared.embedding.embed_onnx import DIMENSION, OnnxEmbedder
 
 
 @pytest.fixture(scope="module")

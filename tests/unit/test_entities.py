@@ -1,4 +1,4 @@
-"""Entity normalisation (shared/entities.py) and what the extractor keeps (workers/extract.py),
+"""Entity normalisation (shared/text/entities.py) and what the extractor keeps (workers/extract.py),
 with the real spaCy model."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from zapomni.shared.entities import clean_name, entity_id, entity_key, entity_type
 from zapomni.shared.settings import Settings
+from zapomni.shared.text.entities import clean_name, entity_id, entity_key, entity_type
 from zapomni.workers.extract import EntityModel, ModelMissing, check_model
 
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from zapomni.services.cli.restore import check_file
-from zapomni.shared.errors import InvalidInput
+from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.protocol.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,

@@ -1,4 +1,4 @@
-"""Walking folders and extracting text (shared/files.py, shared/extract_text.py) on real
+"""Walking folders and extracting text (shared/text/files.py, shared/text/extract_text.py) on real
 files: the vendored tree under tests/data/files and a PDF and DOCX made by the tests."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.documents import W, make_docx, make_pdf, make_pdf_drawn_on
-from zapomni.shared.files import Found, Loaded, Selection, Skipped, load_file, walk_files
+from zapomni.shared.text.files import Found, Loaded, Selection, Skipped, load_file, walk_files
 
 TREE = Path(__file__).parent.parent / "data" / "files"
 
@@ -161,7 +161,7 @@ def test_a_run_stops_at_the_file_limit(tree):
     ("tmp/**", "tmp/a/b.txt", False, True),
 ])
 def test_gitignore_patterns(rule, source, is_dir, matched):
-    from zapomni.shared.files import ignored, parse_gitignore
+    from zapomni.shared.text.files import ignored, parse_gitignore
 
     assert ignored(parse_gitignore(rule, ""), source, is_dir) is matched
 
@@ -187,7 +187,7 @@ def test_gzip_files_are_read_by_the_name_inside(tmp_path):
 def test_a_walk_continues_after_any_file_exactly_as_the_whole_walk_goes_on(tree, monkeypatch):
     """From the cursor (a file's source) on, the same items as the whole walk, the limit of
     files counted the same; and no folder wholly before the cursor is listed again."""
-    import zapomni.shared.files as files
+    import zapomni.shared.text.files as files
 
     (tree / "code" / "deep" / "er").mkdir(parents=True)
     (tree / "code" / "deep" / "a.md").write_text("deep")
@@ -260,7 +260,7 @@ def test_a_file_swapped_for_a_link_after_the_walk_is_not_read(confined):
 def test_a_folder_swapped_for_a_link_while_it_is_read_is_not_followed(confined, monkeypatch):
     """The real path is resolved inside the roots; a folder on it turned into a link before
     the open (acted at that seam) is not followed: every part is opened without links."""
-    import zapomni.shared.roots as roots
+    import zapomni.shared.text.roots as roots
 
     root, secret = confined
     (root / "code" / "secret.md").write_text("# Decoy\nnothing here")
@@ -326,7 +326,7 @@ def counting_reads(monkeypatch, cls) -> list[int]:
     return sizes
 
 
-# the bounds of shared/extract_text.py, written out: a test of them must not move with them
+# the bounds of shared/text/extract_text.py, written out: a test of them must not move with them
 MAX_DOCX_XML_BYTES = 64 << 20
 MAX_PDF_CONTENT_BYTES = MAX_PDF_STREAM_BYTES = 8 << 20
 

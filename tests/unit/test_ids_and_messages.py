@@ -1,11 +1,11 @@
 import msgspec
 import pytest
 
-from zapomni.shared.ids import chunk_id, memory_id, new_task_id
 from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.ids import chunk_id, memory_id, new_task_id
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
-from zapomni.shared.queue import deserialize, serialize
 from zapomni.shared.settings import Settings
+from zapomni.shared.tasks.queue import deserialize, serialize
 
 
 def test_memory_id_depends_on_namespace_and_content_only():

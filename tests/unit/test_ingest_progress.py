@@ -1,4 +1,4 @@
-"""How far an ingest got: the share of a large text chunked (shared/large_text.py splits it
+"""How far an ingest got: the share of a large text chunked (shared/text/large_text.py splits it
 in sections to tell it), and an ingest task's rate and time left from its parts."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 
 from zapomni.services.mcp.task_status import shape_task
-from zapomni.shared.chunking import Chunker
-from zapomni.shared.large_text import exact_counts, sections, split_large
 from zapomni.shared.protocol.task_records import TaskRecord
+from zapomni.shared.text.chunking import Chunker
+from zapomni.shared.text.large_text import exact_counts, sections, split_large
 
 PARAGRAPHS = "\n\n".join(f"Entry {i}. The keeper noted fog at dawn and a clear night after."
                          for i in range(4000))

@@ -22,17 +22,17 @@ from mcp.server.transport_security import RequestBodyLimitMiddleware
 from zapomni.services.mcp.fastmcp_internals import body_limiter, mcp_endpoint
 from zapomni.services.mcp.http import MAX_REQUEST_BYTES, http_app
 from zapomni.services.mcp.server import build_server
-from zapomni.shared.arq_internals import queued_job
-from zapomni.shared.embed import to_params
-from zapomni.shared.falkordb_internals import ListLiteral, falkordb_on, read_cells
-from zapomni.shared.queue import deserialize, serialize
+from zapomni.shared.embedding.embed import to_params
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.falkordb_internals import ListLiteral, falkordb_on, read_cells
+from zapomni.shared.tasks.arq_internals import queued_job
+from zapomni.shared.tasks.queue import deserialize, serialize
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
-ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/arq_internals.py"
+ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/tasks/arq_internals.py"
 MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"
-FALKORDB = "the falkordb client changed: see shared/falkordb_internals.py"
+FALKORDB = "the falkordb client changed: see shared/store/falkordb_internals.py"
 
 
 def params(method) -> list[str]:
@@ -95,7 +95,7 @@ async def test_arq_worker_has_what_our_wrappers_touch():
 
 
 def test_arq_enqueue_writes_what_our_scripts_write():
-    # shared/arq_internals.py enqueues in a Redis script, as ArqRedis.enqueue_job does
+    # shared/tasks/arq_internals.py enqueues in a Redis script, as ArqRedis.enqueue_job does
     for line in ("job_key = job_key_prefix + job_id",
                  "await pipe.exists(job_key, result_key_prefix + job_id)",
                  "serialize_job(function, args, kwargs, _job_try, enqueue_time_ms, "

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from zapomni.services.query.listing import first_line, read_cursor, write_cursor
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.policy import Rule, judge_confidence, parse_policy, rule_for
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.policy import Rule, judge_confidence, parse_policy, rule_for
+from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_lists
-from zapomni.shared.validation import decode_add_memory
 
 MEM = "mem_" + "a" * 32
 

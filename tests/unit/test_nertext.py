@@ -1,4 +1,4 @@
-"""What of a text NER reads (shared/nertext.py), which finds are names, which types are shown;
+"""What of a text NER reads (shared/text/nertext.py), which finds are names, which types are shown;
 and the extractor with the real spaCy model on Markdown and reStructuredText."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zapomni.shared.nertext import (
+from zapomni.shared.text.nertext import (
     UNKNOWN,
     about_code,
     at_head,

@@ -5,10 +5,10 @@ import pytest
 
 from zapomni.services.query.fusion import Candidate
 from zapomni.services.query.rank import WEIGHTS, memory_parts, rank_by_memory, relevances
-from zapomni.shared import access
-from zapomni.shared.errors import InvalidInput
 from zapomni.shared.protocol.api import SearchRequest
-from zapomni.shared.validation import decode_search
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.validation import decode_search
+from zapomni.shared.store import access
 
 IDS = ["mem_" + "0123456789abcdef" * 2, "mem_" + "f" * 32]
 

@@ -1,11 +1,11 @@
-"""Scoped tokens (shared/scopes.py): the setting is checked whole at start, a scope covers
+"""Scoped tokens (shared/protocol/scopes.py): the setting is checked whole at start, a scope covers
 names and prefixes only, and a JWT's claims give a scope that is never wider than they say."""
 
 import json
 
 import pytest
 
-from zapomni.shared.scopes import (
+from zapomni.shared.protocol.scopes import (
     EVERYTHING,
     NOTHING,
     parse_tokens,

@@ -13,7 +13,7 @@ from zapomni.services.query.fusion import (
 from zapomni.services.query.hits import shape_hit
 from zapomni.services.query.keyword import stem, term_counts, terms
 from zapomni.services.query.search import candidate_depth, hnsw_k, meta_pairs, pool_terms
-from zapomni.shared.validation import decode_search
+from zapomni.shared.protocol.validation import decode_search
 from zapomni.workers.store import meta_pairs as stored_pairs
 
 
@@ -163,7 +163,7 @@ def test_metadata_filters_match_what_workers_store():
 def scored(text: str, idf: dict[str, float], avgdl: float, matched: list[str] | None = None
            ) -> float:
     from zapomni.services.query.keyword import bm25, term_counts
-    from zapomni.shared.words import count_words
+    from zapomni.shared.text.words import count_words
 
     counts = term_counts([text], frozenset(idf))[0]
     return bm25(counts, count_words(text), idf, avgdl=avgdl, matched=matched or [])
@@ -196,7 +196,7 @@ def test_term_counts_equal_counting_every_token(texts, words):
     finds in each text what stemming every word of it finds, and the stored length is the
     number of those words."""
     from zapomni.services.query.keyword import stem, term_counts, tokenize
-    from zapomni.shared.words import count_words
+    from zapomni.shared.text.words import count_words
 
     stems = frozenset(stem(w) for w in words)
     expected = []

@@ -3,10 +3,10 @@ import json
 import pytest
 
 from zapomni.services.mcp.update import merge_metadata
-from zapomni.shared.errors import InvalidInput
-from zapomni.shared.metadata import memory_fields, metadata_digest
 from zapomni.shared.protocol.api import BuildGraph
-from zapomni.shared.validation import (
+from zapomni.shared.protocol.errors import InvalidInput
+from zapomni.shared.protocol.metadata import memory_fields, metadata_digest
+from zapomni.shared.protocol.validation import (
     MAX_TEXT_CHARS,
     check_id,
     check_namespace,

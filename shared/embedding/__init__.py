@@ -1,0 +1,1 @@
+"""Vectors: the Ollama and in-process embedders, their pinned model files, the vector cache."""

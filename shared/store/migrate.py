@@ -1,0 +1,131 @@
+"""The stored shape's version, the steps that bring a namespace written by an older version
+up to it, and a namespace prepared for writes (its indexes, its shape, its embedding model).
+Reads never branch on the shape: a namespace is migrated before they see it.
+
+Each namespace's graph records its version (ZapomniMeta ``schema``; none: 1). Workers run
+``migrate_store`` at start-up (every namespace; a namespace already current costs one read)
+and ``migrate_namespace`` before their first write to a namespace (``prepare_namespace``);
+``zapomni migrate`` runs it by hand. Every step is idempotent and batched, so workers
+starting together, or a step cut short, only repeat work. A new graph is created at the
+current version.
+
+Versions:
+  1  before event time
+  2  Memory.occurred_at (event time, indexed): a memory without one happened when it was
+     added (``occurred_at = created_at``); a namespace with replaced memories is marked
+     (ZapomniMeta ``versions``: search reads older versions for the current one)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import redis.exceptions
+
+from zapomni.shared.protocol.errors import StoreError
+from zapomni.shared.store import cypher_moves, cypher_schema
+from zapomni.shared.store.graphstore import (
+    GRAPH_PREFIX,
+    HNSW,
+    Graph,
+    GraphStore,
+    list_graphs,
+    model_mismatch,
+    run,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+BATCH = 5000  # memories a step changes per statement
+# the steps that reach each version, each run until it changes fewer than BATCH
+STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
+                                         cypher_schema.MIGRATE_VERSIONS_MARK)}
+
+
+async def schema_version(store: GraphStore, namespace: str) -> int:
+    rows = await run(store.graph(namespace), cypher_schema.READ_SCHEMA, read_only=True)
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 1
+
+
+async def migrate_namespace(store: GraphStore, namespace: str) -> int:
+    """Bring one namespace to SCHEMA_VERSION; the memories changed."""
+    version = await schema_version(store, namespace)
+    if version >= SCHEMA_VERSION:
+        return 0
+    graph = store.graph(namespace)
+    changed = 0
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        for query in STEPS[step]:
+            while True:
+                rows = await run(graph, query, {"batch": BATCH})
+                done = int(rows[0][0]) if rows else 0
+                changed += done
+                if done < BATCH:
+                    break
+        await run(graph, cypher_schema.WRITE_SCHEMA, {"version": step})
+    log.info("namespace %s migrated from schema version %d to %d (%d memories changed)",
+             namespace, version, SCHEMA_VERSION, changed)
+    return changed
+
+
+async def migrate_store(store: GraphStore) -> dict[str, int]:
+    """Every namespace of the store: {namespace: memories changed} for those migrated."""
+    migrated = {}
+    for name in sorted(await list_graphs(store)):
+        if name.startswith(GRAPH_PREFIX):
+            namespace = name[len(GRAPH_PREFIX):]
+            changed = await migrate_namespace(store, namespace)
+            if changed:
+                migrated[namespace] = changed
+    return migrated
+
+
+def vector_prop(namespace: str, row: list[Any], model: str, dim: int) -> str:
+    """Which chunk property holds this model's vectors in the namespace (a ZapomniMeta row:
+    model, dim, prop, next model, next dim): its own, or, while a reembed to this model is
+    under way, the one the reembed writes. Raises on any other model."""
+    have, prop = (row[0], int(row[1])), row[2] or cypher_moves.PROPS[0]
+    if have == (model, dim):
+        return prop
+    if row[3] is not None and (row[3], int(row[4] or 0)) == (model, dim):
+        return cypher_moves.other(prop)
+    raise model_mismatch(namespace, have, (model, dim))
+
+
+async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: int) -> str:
+    """Create the indexes (before any MERGE: cypher_schema.SCHEMA), bring the namespace to the
+    current stored shape, record its model (first writer wins), refuse another model; the
+    chunk property this model's vectors go to. The record is read on every call (a reembed
+    switches it); the indexes are created once per process, namespace and property."""
+    graph = store.graph(namespace)
+    rows = []
+    if namespace in store.prepared:  # recorded already: a read, which runs beside writes
+        rows = await run(graph, cypher_moves.READ_META, read_only=True)
+    else:
+        await create_indexes(graph, namespace, [(q, None) for q in cypher_schema.SCHEMA])
+        await migrate_namespace(store, namespace)
+    if not rows:
+        rows = await run(graph, cypher_schema.CLAIM_MODEL, {"model": model, "dim": dim,
+                                                     "now": time.time()})
+    prop = vector_prop(namespace, rows[0], model, dim)
+    if store.prepared.get(namespace) == (model, dim, prop):
+        return prop
+    hnsw = {"dim": dim, **HNSW}
+    await create_indexes(graph, namespace, [(cypher_moves.VECTOR_INDEX[prop], hnsw)])
+    store.prepared[namespace] = (model, dim, prop)
+    return prop
+
+
+async def create_indexes(graph: Graph, namespace: str,
+                         queries: list[tuple[str, dict[str, Any] | None]]) -> None:
+    """Create each index; one that exists already is fine."""
+    for query, params in queries:
+        try:
+            await graph.query(query, params)
+        except redis.exceptions.ResponseError as exc:
+            if "already indexed" not in str(exc):
+                raise StoreError(f"could not create an index in namespace '{namespace}'") \
+                    from exc

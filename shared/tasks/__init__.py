@@ -1,0 +1,1 @@
+"""The queue and the task registry in Redis: enqueueing, capacity, task state, live workers."""
