@@ -3,7 +3,7 @@ event time ("yesterday", "last week", "three weeks ago", "in March", "on 4 May 2
 "since June") and which end of a changed fact it asks for ("now", "currently", "latest":
 the newest; "initially", "used to", "the first time", "before?": the oldest). Read-only,
 pure: services/query/search.py turns the window into a soft prior over event time (never a
-filter) and services/query/currency.py reads the order.
+filter) and services/query/timeline.py reads the order.
 
 A rule set of our own, not a date library: dateparser 1.5.0 (BSD-3-Clause), measured
 2026-11-27 on 11 such questions on this 2-core host at load 15, took 0.83 s to import, 752 ms

@@ -15,7 +15,7 @@ class SignalMatch(Lenient):
     score: float  # the signal's own score: cosine similarity, or full-text TF-IDF
     # "time" (time words in the query: services/query/when.py): the words, the window of
     # event time they name (ISO-8601, either end may be open) and the points the memory's
-    # event time added to its score. "currency" (services/query/currency.py): the memory
+    # event time added to its score. "currency" (services/query/timeline.py): the memory
     # this one is older than (newer) or newer than (older), about the same thing
     words: str | msgspec.UnsetType = msgspec.UNSET
     window: list[str | None] | msgspec.UnsetType = msgspec.UNSET
@@ -53,7 +53,7 @@ class SearchHit(Lenient):
     created_at: str
     occurred_at: str = ""  # when what it says happened (metadata occurred_at, else created_at)
     # a memory that says something different about the same thing happened later: it may
-    # be outdated (services/query/currency.py)
+    # be outdated (services/query/timeline.py)
     outdated_by: str | msgspec.UnsetType = msgspec.UNSET
     # the lines of the memory's text the passage spans (1-based, inclusive): for source
     # code, where in the file it is. Null for memories stored before lines were recorded
