@@ -55,8 +55,9 @@ def test_the_password_goes_in_the_url_and_is_never_printed(locked_store, tmp_pat
     assert "namespace 'notes' does not exist on this server" in right.stderr, right.stderr
     for refused in (wrong, missing):
         assert refused.returncode == 1
-        assert refused.stderr.startswith("zapomni: the stack's Redis/FalkorDB refused the "
-                                         "password"), refused.stderr
+        assert refused.stderr.startswith("zapomni: the stack's FalkorDB (its store) refused "
+                                         "the password; pass the right one in "
+                                         "--falkordb-url"), refused.stderr
     assert down.returncode == 1 and "redis://:***@127.0.0.1:" in down.stderr, down.stderr
     for result in (right, wrong, missing, down):
         assert password not in result.stdout + result.stderr
