@@ -159,9 +159,8 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
 
 
 async def embed(res: Resources, texts: list[str]) -> np.ndarray:
-    """The vectors of ``texts`` (a batch's: every chunk of it in one call). The embedder
-    rejects for the model's reasons (missing, wrong dimension), the same for every text: a
-    batch's tasks fail together."""
+    """The vectors of ``texts`` (a batch's every chunk in one call), checked: a rejection is
+    the model's (missing, wrong dimension), the same for every text of a batch."""
     with metrics.STAGE_SECONDS.labels("embed").time():
         vectors = await res.embedder.embed(texts) if texts else None
     dim = await res.embedder.dimension()  # after the embedding: Ollama's is known by then
