@@ -22,10 +22,9 @@ import logging
 import time
 
 import msgspec
-import numpy as np
 
 from zapomni.shared import metrics
-from zapomni.shared.protocol.errors import EmbeddingRejected, StoreError
+from zapomni.shared.protocol.errors import StoreError
 from zapomni.shared.protocol.jobs import BatchJob, ChunkSpan, IngestJob
 from zapomni.shared.store import replication
 from zapomni.shared.store.migrate import prepare_namespace
@@ -117,7 +116,8 @@ async def write_batch(res: Resources, batch: BatchJob, split: Members) -> str:
     await write_memories(graph, [(job, len(spans)) for job, spans in split])
     kept = await keep_owned(res, split, "memory_written")
     started = time.perf_counter()
-    vectors = await embed(res, [c.text for _, spans in kept for c in spans], dim)
+    vectors = await ingest.embed(res, [c.text for _, spans in kept for c in spans])
+    metrics.CHUNKS_EMBEDDED.inc(len(vectors))
     embedded = time.perf_counter()
     with metrics.STAGE_SECONDS.labels("write").time():
         await write_batch_chunks(graph, [(job.memory_id, spans) for job, spans in kept],
@@ -126,18 +126,6 @@ async def write_batch(res: Resources, batch: BatchJob, split: Members) -> str:
              len(kept), len(vectors), embedded - started, time.perf_counter() - embedded)
     kept = await keep_owned(res, kept, "part_written")
     return await finish(res, batch, kept, since)
-
-
-async def embed(res: Resources, texts: list[str], dim: int) -> np.ndarray:
-    """Every chunk of the batch in one call. The embedder rejects for the model's reasons
-    (missing, wrong dimension), the same for every text: the batch's tasks fail together."""
-    with metrics.STAGE_SECONDS.labels("embed").time():
-        vectors = await res.embedder.embed(texts) if texts else np.zeros((0, dim), np.float32)
-    if vectors.shape != (len(texts), dim):
-        raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
-                                f"expected ({len(texts)}, {dim})")
-    metrics.CHUNKS_EMBEDDED.inc(len(texts))
-    return vectors
 
 
 async def keep_owned(res: Resources, kept: Members, point: str) -> Members:

@@ -24,6 +24,8 @@ import asyncio
 import logging
 import time
 
+import numpy as np
+
 from zapomni.shared import metrics
 from zapomni.shared.protocol.errors import EmbeddingRejected, StoreError
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob, PartJob
@@ -132,15 +134,11 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
     """Embed and write one part; ``since``: the master the writes go to (confirmed on its
     replicas before the part counts, shared/store/replication.py)."""
     started = time.perf_counter()
-    with metrics.STAGE_SECONDS.labels("embed").time():
-        vectors = await res.embedder.embed([c.text for c in job.chunks])
-    dim = await res.embedder.dimension()
-    if vectors.shape != (len(job.chunks), dim):
-        raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
-                                f"expected ({len(job.chunks)}, {dim})")
+    vectors = await embed(res, [c.text for c in job.chunks])
     embedded = time.perf_counter()
     graph = res.store.graph(job.namespace)
-    prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
+    prop = await prepare_namespace(res.store, job.namespace, res.embedder.name,
+                                   vectors.shape[1])
     with metrics.STAGE_SECONDS.labels("write").time():
         await write_chunks(graph, job.memory_id, job.chunks, vectors, prop)
     metrics.CHUNKS_EMBEDDED.inc(len(job.chunks))
@@ -158,6 +156,19 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
         return await finish_memory(res, run, job, since)
     await mark_landing(graph, job.memory_id, job.task_id, done, job.parts)
     return f"part {job.part + 1}/{job.parts} written"
+
+
+async def embed(res: Resources, texts: list[str]) -> np.ndarray:
+    """The vectors of ``texts`` (a batch's every chunk in one call), checked: a rejection is
+    the model's (missing, wrong dimension), the same for every text of a batch."""
+    with metrics.STAGE_SECONDS.labels("embed").time():
+        vectors = await res.embedder.embed(texts) if texts else None
+    dim = await res.embedder.dimension()  # after the embedding: Ollama's is known by then
+    vectors = np.zeros((0, dim), np.float32) if vectors is None else vectors
+    if vectors.shape != (len(texts), dim):
+        raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
+                                f"expected ({len(texts)}, {dim})")
+    return vectors
 
 
 async def finish_memory(res: Resources, run: JobRun, job: PartJob,

@@ -119,11 +119,8 @@ async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[Ch
                  chunk_rows(memory_id, chunks, vectors[at : at + len(chunks)])]
         at += len(chunks)
     await run(graph, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows}, "chunks")
-    pairs = [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
-             for i in range(len(chunks) - 1)]
-    for start in range(0, len(pairs), LINK_BATCH):
-        await run(graph, cypher_memories.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
-                  "link")
+    await link_pairs(graph, [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
+                             for i in range(len(chunks) - 1)])
     await stamp_writes(graph)
 
 
@@ -141,7 +138,11 @@ async def stamp_writes(graph: AsyncGraph) -> None:
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:
-    pairs = [[chunk_id(memory_id, i), chunk_id(memory_id, i + 1)] for i in range(chunk_count - 1)]
+    await link_pairs(graph, [[chunk_id(memory_id, i), chunk_id(memory_id, i + 1)]
+                             for i in range(chunk_count - 1)])
+
+
+async def link_pairs(graph: AsyncGraph, pairs: list[list[str]]) -> None:
     for start in range(0, len(pairs), LINK_BATCH):
         await run(graph, cypher_memories.LINK_CHUNKS, {"pairs": pairs[start : start + LINK_BATCH]},
                   "link")
@@ -220,15 +221,21 @@ async def splice_versions(graph: AsyncGraph, memory_id: str, task_id: str | None
 
 
 async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
-    chunks = 0
+    chunks = await _in_batches(graph, query, params, "delete")
+    if chunks:
+        await stamp_writes(graph)
+    return chunks
+
+
+async def _in_batches(graph: AsyncGraph, query: str, params: dict, op: str) -> int:
+    """Run ``query`` (it removes at most ``batch``) until it removes fewer; the total."""
+    removed = 0
     while True:
-        rows = await run(graph, query, {**params, "batch": DELETE_BATCH}, "delete")
-        deleted = int(rows[0][0]) if rows else 0
-        chunks += deleted
-        if deleted < DELETE_BATCH:
-            if chunks:
-                await stamp_writes(graph)
-            return chunks
+        rows = await run(graph, query, {**params, "batch": DELETE_BATCH}, op)
+        count = int(rows[0][0]) if rows else 0
+        removed += count
+        if count < DELETE_BATCH:
+            return removed
 
 
 # ---- the knowledge graph ----
@@ -293,10 +300,4 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
 
 async def drop_orphans(graph: AsyncGraph) -> int:
     """Remove every Entity no chunk mentions, in batches."""
-    removed = 0
-    while True:
-        rows = await run(graph, cypher_graph.DROP_ORPHANS, {"batch": DELETE_BATCH}, "unlink")
-        count = int(rows[0][0]) if rows else 0
-        removed += count
-        if count < DELETE_BATCH:
-            return removed
+    return await _in_batches(graph, cypher_graph.DROP_ORPHANS, {}, "unlink")

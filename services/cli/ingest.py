@@ -228,7 +228,7 @@ def check_roots(paths: list[str]) -> list[Path]:
 
 
 def run(args: Any, url: str, token: str, max_bytes: int) -> int:
-    """The subcommand (services/stack/main.py parses the arguments)."""
+    """The subcommand (services/cli/moves.py parses the arguments)."""
     roots = check_roots(args.paths)
     selection = Selection(include=tuple(args.include), exclude=tuple(args.exclude),
                           max_bytes=max_bytes)

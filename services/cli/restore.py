@@ -164,7 +164,7 @@ async def import_file(settings: Settings, path: Path, namespace: str | None = No
     try:
         with Progress(f"import {path.name}", 0, MEMORIES, quiet=not show) as progress:
             task_id, total = await queue_import(settings, redis, path, namespace, progress)
-            return await follow(redis, task_id, total, IMPORT_BATCH, progress)
+            return await follow(redis, task_id, total, progress)
     finally:
         await redis.aclose()
 
@@ -175,8 +175,7 @@ async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: 
     id and the number of memories. Nothing is queued when the file has a problem."""
     checked = await asyncio.to_thread(check_file, path)
     target = namespace or checked.header.namespace
-    size = IMPORT_BATCH
-    parts = max(1, -(-checked.memories // size))
+    parts = max(1, -(-checked.memories // IMPORT_BATCH))
     ttl = tasks.TASK_TTL
     record = TaskRecord(task_id=new_task_id(), kind="import", namespace=target, total=parts,
                         created_at=time.time(), message=f"{checked.memories} memories from "
@@ -186,15 +185,14 @@ async def queue_import(settings: Settings, redis: Redis, path: Path, namespace: 
     if not checked.memories:
         await tasks.move(redis, record.task_id, "done", ttl=ttl, finished_at=time.time(),
                          message="imported: the file holds no memories")
-    for part, (header, batch) in enumerate(batches(path, size)):
+    for part, (header, batch) in enumerate(batches(path, IMPORT_BATCH)):
         await enqueue_waiting(redis, settings, ImportJob(
             task_id=record.task_id, namespace=target, part=part, parts=parts,
             model=header.model, dim=header.dim, memories=batch), progress)
     return record.task_id, checked.memories
 
 
-async def follow(redis: Redis, task_id: str, total: int, size: int,
-                 progress: Progress) -> TaskRecord:
+async def follow(redis: Redis, task_id: str, total: int, progress: Progress) -> TaskRecord:
     """Poll the task until it ends, showing memories written (batches times their size).
     A busy server may not answer a read in time; the import goes on meanwhile, so a read is
     tried again for ``REDIS_PATIENCE`` seconds."""
@@ -212,7 +210,7 @@ async def follow(redis: Redis, task_id: str, total: int, size: int,
                               ) from None
         if record is None:
             raise InvalidInput(f"task {task_id} is gone from the registry (expired?)")
-        progress.update(min(total, record.done * size), note=record.message)
+        progress.update(min(total, record.done * IMPORT_BATCH), note=record.message)
         if record.state in tasks.TERMINAL:
             return record
         await asyncio.sleep(POLL)

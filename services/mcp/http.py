@@ -1,11 +1,6 @@
 """The front's HTTP app: fastmcp's streamable HTTP app, with a request body limit that fits
-the largest memory add_memory accepts, and a limit on the MCP requests it serves at once.
-
-The MCP SDK refuses request bodies over 4 MiB (413), and fastmcp 4.1.2 has no setting for
-it, so a text of 4 to 10 million characters (inside add_memory's documented limit) could not
-be sent over HTTP. services/mcp/fastmcp_internals.py raises it; tests/integration/test_fuzz.py
-sends a 10,000,000-character text to prove it.
-"""
+the largest memory add_memory accepts (the MCP SDK's 4 MiB is raised: why and how in
+services/mcp/fastmcp_internals.py), and a limit on the MCP requests it serves at once."""
 
 from __future__ import annotations
 

@@ -106,7 +106,8 @@ class QueryState:
         await self.redis.aclose()
 
 
-def endpoint(kind: type, handler: Callable[[QueryState, Any], Awaitable[Any]]):
+def post(path: str, kind: type, handler: Callable[[QueryState, Any], Awaitable[Any]]) -> Route:
+    """POST ``path``: the body decoded as a ``kind``, answered with what ``handler`` returns."""
     async def route(request: Request) -> Response:
         state: QueryState = request.app.state.query
         if not state.authorized(request):
@@ -124,7 +125,7 @@ def endpoint(kind: type, handler: Callable[[QueryState, Any], Awaitable[Any]]):
         except Exception:
             log.exception("query service: unexpected error")
             return error_response("error", "internal error in the query service", 500)
-    return route
+    return Route(path, route, methods=["POST"])
 
 
 async def healthz(request: Request) -> Response:
@@ -183,23 +184,16 @@ def build_app(settings) -> Starlette:
             await app.state.query.aclose()
 
     routes = [
-        Route("/v1/search", endpoint(SearchRequest, lambda s, b: search_memory(
-            s.store, s.embedder, s.redis, s.settings, b, access=s.access)), methods=["POST"]),
-        Route("/v1/memory", endpoint(MemoryRef, lambda s, b: read_memory(s.store, b)),
-              methods=["POST"]),
-        Route("/v1/stats", endpoint(StatsRequest, lambda s, b: read_stats(
-            s.store, s.redis, s.settings, b)), methods=["POST"]),
-        Route("/v1/entities", endpoint(EntitySearch, lambda s, b: search_entities(s.store, b)),
-              methods=["POST"]),
-        Route("/v1/entity", endpoint(EntityRef, lambda s, b: get_entity(s.store, b)),
-              methods=["POST"]),
-        Route("/v1/list", endpoint(ListRequest, lambda s, b: list_memories(s.store, b)),
-              methods=["POST"]),
-        Route("/v1/history", endpoint(HistoryRequest, lambda s, b: read_history(s.store, b)),
-              methods=["POST"]),
-        Route("/v1/context", endpoint(ContextRequest, lambda s, b: build_context(
+        post("/v1/search", SearchRequest, lambda s, b: search_memory(
+            s.store, s.embedder, s.redis, s.settings, b, access=s.access)),
+        post("/v1/memory", MemoryRef, lambda s, b: read_memory(s.store, b)),
+        post("/v1/stats", StatsRequest, lambda s, b: read_stats(s.store, s.redis, s.settings, b)),
+        post("/v1/entities", EntitySearch, lambda s, b: search_entities(s.store, b)),
+        post("/v1/entity", EntityRef, lambda s, b: get_entity(s.store, b)),
+        post("/v1/list", ListRequest, lambda s, b: list_memories(s.store, b)),
+        post("/v1/history", HistoryRequest, lambda s, b: read_history(s.store, b)),
+        post("/v1/context", ContextRequest, lambda s, b: build_context(
             s.store, s.embedder, s.redis, s.settings, s.tokens, b, access=s.access)),
-            methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_route),

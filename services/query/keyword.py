@@ -58,13 +58,8 @@ def idf(total: int, df: int) -> float:
     return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
-def tokenize(text: str) -> list[str]:
-    """A chunk's words as BM25 counts them: lower case, stemmed."""
-    return [stem(w) for w in WORD.findall(text.lower())]
-
-
 def term_counts(texts: list[str], stems: frozenset[str]) -> list[dict[str, int]]:
-    """How often each of ``stems`` occurs among ``tokenize(text)``, for each of ``texts``,
+    """How often each of ``stems`` occurs as a word (lower case, stemmed) in each of ``texts``,
     stemming only the words that can have one of them as stem: those that begin with the stem
     less its last letter (its head; a Snowball stem is the word less a suffix, its last
     letter sometimes changed, as "happi" of "happy"; ``_SHORT_HEADS`` for the three that are

@@ -107,7 +107,7 @@ async def test_get_and_delete_memory(settings, front, query_service, aredis):
     assert (twice.status, twice.task_id, twice.message) == (
         "gone", None, f"{gone.memory_id} is not stored in namespace 'default' (deleted "
                       "already, or never added); nothing to delete")
-    assert await aredis.zcard(settings.queue_name) == 0
+    assert await aredis.zcard(QUEUE_NAME) == 0
     assert await stored(settings) == {"memories": 1, "ready": 1, "chunks": 1, "has_chunk": 1,
                                       "next": 0, "orphan_chunks": 0}
 
