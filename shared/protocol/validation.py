@@ -142,17 +142,13 @@ def check_namespace(namespace: Any) -> str:
     if namespace is None:
         return DEFAULT_NAMESPACE
     if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
-        raise InvalidInput(
-            "namespace: must be 1-64 characters of a-z, 0-9, '_' and '-', "
-            "starting with a letter or digit"
-        )
+        raise InvalidInput(f"namespace: {PATTERNS[NAMESPACE_PATTERN]}")
     return namespace
 
 
 def check_id(value: Any, field: str, pattern: str = MEMORY_ID_PATTERN) -> str:
     if not isinstance(value, str) or not re.fullmatch(pattern, value):
-        example = "mem_" if pattern == MEMORY_ID_PATTERN else "task_"
-        raise InvalidInput(f"{field}: not a valid id (expected {example} and 32 hex digits)")
+        raise InvalidInput(f"{field}: {PATTERNS[pattern]}")
     return value
 
 
