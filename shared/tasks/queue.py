@@ -90,9 +90,8 @@ async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> Non
     await enqueue(redis, settings, EMBED_PART, job, part_job_id(job.task_id, job.part))
 
 
-async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,
-                        bounded: bool = False) -> None:
-    await enqueue(redis, settings, BUILD_GRAPH, job, job.task_id, bounded=bounded)
+async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob) -> None:
+    await enqueue(redis, settings, BUILD_GRAPH, job, job.task_id)
 
 
 async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
@@ -106,9 +105,8 @@ async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) ->
     await enqueue(redis, settings, UPDATE, job, job.task_id, bounded=True)
 
 
-async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob, *,
-                        bounded: bool = False) -> None:
+async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob) -> None:
     """A files task's continuation, after ``walked`` files, with an id of its own, derived:
     enqueued twice, it runs once (the front queues the first slice under the task's id)."""
     job_id = job.task_id + (f":files:{job.walked}" if job.walked else "")
-    await enqueue(redis, settings, FILES, job, job_id, bounded=bounded)
+    await enqueue(redis, settings, FILES, job, job_id)

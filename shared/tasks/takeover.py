@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
 from redis.asyncio import Redis
 
 from zapomni.shared.protocol.task_records import TaskRecord
@@ -104,7 +103,7 @@ async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, job: Queue
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner = await redis.eval(
         _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,
-        seen, *job.args(), job.size, *flat_fields(msgspec.structs.asdict(record)))
+        seen, *job.args(), job.size, *flat_fields(record))
     return int(code), as_text(owner)
 
 
@@ -127,7 +126,7 @@ async def take_for_update(redis: Redis, record: TaskRecord, ttl: int, *,
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner, kind, state = await redis.eval(
         _TAKE_FOR_UPDATE, len(keys), *keys, record.task_id, ttl, record.created_at,
-        "1" if unclaimed else "", *flat_fields(msgspec.structs.asdict(record)))
+        "1" if unclaimed else "", *flat_fields(record))
     return Taken(int(code), as_text(owner), as_text(kind), as_text(state))
 
 
