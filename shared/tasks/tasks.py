@@ -306,16 +306,12 @@ async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
     return msgspec.convert(data, TaskRecord, strict=False)
 
 
-async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
-    return await _counts(redis, namespace, ttl)
-
-
 async def task_totals(redis: Redis, ttl: int) -> dict[str, int]:
     """Tasks by state over every namespace (kept in sets of their own: no key scan)."""
-    return await _counts(redis, "*", ttl)
+    return await task_counts(redis, "*", ttl)
 
 
-async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
+async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
     cutoff = time.time() - ttl
     async with redis.pipeline(transaction=False) as pipe:
         for state in TASK_STATES:
