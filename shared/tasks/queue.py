@@ -68,12 +68,9 @@ def connect_queue(settings: Settings, *, max_connections: int | None = None) -> 
 
 async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
                   bounded: bool = False) -> bool:
-    """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/tasks/capacity.py).
-    ``bounded``: refuse (Overloaded) when the queue is full; the front's graph builds and
-    updates are, while what workers enqueue (fan-out parts, follow-up graph jobs) is only
-    counted. False when arq already holds a job with this id or ran it recently. (Adds and
-    deletes enqueue in the script that writes their task: shared/tasks/adds.py,
-    shared/tasks/takeover.py.)"""
+    """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/tasks/capacity.py says
+    whose jobs are refused when the queue is full, ``bounded``, and whose only counted).
+    False when arq already holds a job with this id or ran it recently."""
     await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
     try:
         queued = await redis.enqueue_job(function, job, _job_id=job_id,
