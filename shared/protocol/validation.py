@@ -129,13 +129,16 @@ def normalise_text(text: Any, field: str = "text") -> tuple[str, str]:
         )
     if "\x00" in text:
         raise InvalidInput(f"{field}: must not contain NUL characters (\\u0000)")
+    return text, hashlib.sha256(utf8(text, field)).hexdigest()
+
+
+def utf8(text: str, field: str) -> bytes:
+    """The text's UTF-8 bytes; InvalidInput when it holds a lone surrogate."""
     try:
-        raw = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(
-            f"{field}: not valid UTF-8 (lone surrogate at character {exc.start})"
-        ) from None
-    return text, hashlib.sha256(raw).hexdigest()
+        raise InvalidInput(f"{field}: not valid UTF-8 (lone surrogate at character "
+                           f"{exc.start})") from None
 
 
 def check_namespace(namespace: Any) -> str:
