@@ -34,10 +34,7 @@ from zapomni.shared.protocol.metadata import RESERVED_METADATA_KEYS, json_kind, 
 
 MAX_TEXT_CHARS = 10_000_000
 MAX_BATCH_ITEMS = 1000
-FILTER_KEYS = ("tags", "tags_all", "source", "source_prefix", "after", "before", "metadata",
-               "include_superseded")
-
-
+FILTER_KEYS: tuple[str, ...] = SearchFilters.__struct_fields__
 S = TypeVar("S")
 
 
