@@ -96,14 +96,17 @@ class Chunker:
     """A loaded tokenizer and the splitters built on it: one for text and one per language
     (Rust objects, built once at start-up and reused by every job)."""
 
-    def __init__(self, chunk_tokens: int, overlap: int) -> None:
+    def __init__(self, chunk_tokens: int, overlap: int,
+                 paragraph_tokens: int = PARAGRAPH_TOKENS) -> None:
+        """``paragraph_tokens``: the tokens from which a run of paragraphs is a chunk of its
+        own (at most half the budget)."""
         capacity = max(8, chunk_tokens - SPECIAL_TOKENS)
         overlap = max(0, min(overlap, capacity // 2 - 1))  # must stay below the minimum size
         self.tokenizer: Tokenizer = load_tokenizer()
         self.capacity = capacity
         sizing = (capacity // 2, capacity)
         self.overlap = overlap
-        self.paragraph_tokens = max(1, min(PARAGRAPH_TOKENS, capacity // 2))
+        self.paragraph_tokens = max(1, min(paragraph_tokens, capacity // 2))
         self._splitter = TextSplitter.from_huggingface_tokenizer(
             self.tokenizer, sizing, overlap=overlap, trim=True)
         self._code = {
