@@ -1,18 +1,8 @@
-"""Every Prometheus metric Zapomni exports, defined once. Names carry the ``zapomni_`` prefix
-and their unit. Each process registers all of them and updates the ones its role touches;
-each serves ``/metrics`` (front and query on their HTTP port, workers on a metrics port).
-
-    front   zapomni_tool_calls_total, zapomni_tool_seconds, zapomni_enqueue_seconds,
-            zapomni_refusals_total
-    query   zapomni_search_seconds, zapomni_search_candidates, zapomni_query_embedding_cache_total,
-            zapomni_access_events_total
-            and, for the whole system (one exporter, not every worker): zapomni_queue_depth,
-            zapomni_queue_oldest_age_seconds, zapomni_workers_alive, zapomni_tasks
-    worker  zapomni_jobs_total, zapomni_job_seconds, zapomni_stage_seconds,
-            zapomni_chunks_embedded_total, zapomni_embed_request_seconds,
-            zapomni_embed_in_flight, zapomni_embed_cache_total, zapomni_falkordb_write_seconds,
-            zapomni_chunks_graphed_total, zapomni_access_folded_total
-"""
+"""Every Prometheus metric Zapomni exports, defined once, under the role that updates it.
+Names carry the ``zapomni_`` prefix and their unit. Each process registers all of them and
+updates the ones its role touches; each serves ``/metrics`` (front and query on their HTTP
+port, workers on a metrics port). The query service also exports the whole system's queue,
+workers and tasks (one exporter, not every worker)."""
 
 from __future__ import annotations
 
@@ -39,6 +29,7 @@ SEARCH_CANDIDATES = Histogram("zapomni_search_candidates", "Candidates per signa
 QUERY_CACHE = Counter("zapomni_query_embedding_cache_total",
                       "Query embeddings served from the Redis cache (hit) or computed (miss)",
                       ["result"])
+# the whole system's, from the query service
 QUEUE_DEPTH = Gauge("zapomni_queue_depth", "Jobs queued or running")
 QUEUE_BYTES = Gauge("zapomni_queue_bytes", "Payload bytes of the jobs queued or running")
 QUEUE_OLDEST = Gauge("zapomni_queue_oldest_age_seconds",

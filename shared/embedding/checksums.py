@@ -76,11 +76,8 @@ class ModelMismatch(RuntimeError):
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 @functools.cache

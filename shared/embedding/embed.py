@@ -56,11 +56,11 @@ def to_params(vectors: np.ndarray, decimals: int | None = 7) -> list[ListLiteral
 CACHE_DAYS = 30
 CACHE_MAX = 100_000
 
+
 class CachedEmbedder:
-    """Vectors cached in Redis by model + text (shared/embedding/vector_cache.py: bounded by age and
-    count); the wrapped embedder computes the misses. Re-ingesting a text (a retried job, a
-    re-added document, a benchmark re-run) costs no embedding. A Redis that does not answer
-    is a miss, never an error."""
+    """Vectors cached in Redis (shared/embedding/vector_cache.py); the wrapped embedder
+    computes the misses: re-ingesting a text (a retried job, a re-added document, a benchmark
+    re-run) costs no embedding."""
 
     def __init__(self, inner: Embedder, redis: Redis, ttl_seconds: int, limit: int) -> None:
         self.inner = inner

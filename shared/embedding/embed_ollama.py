@@ -55,16 +55,8 @@ def _public(url: str) -> str:
 
 
 class OllamaEmbedder:
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        *,
-        concurrency: int = CONCURRENCY,
-        batch: int = BATCH,
-        timeout: float = TIMEOUT,
-        retries: int = RETRIES,
-    ) -> None:
+    def __init__(self, url: str, model: str, *, concurrency: int = CONCURRENCY,
+                 batch: int = BATCH, timeout: float = TIMEOUT, retries: int = RETRIES) -> None:
         self.name = f"ollama:{model}"
         self.model = model
         self._where = _public(url)
@@ -72,12 +64,9 @@ class OllamaEmbedder:
         self._retries = retries
         self._sem = asyncio.Semaphore(concurrency)
         self._client = httpx2.AsyncClient(
-            base_url=url,
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
+            base_url=url, timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
             limits=httpx2.Limits(max_connections=concurrency,
-                                max_keepalive_connections=concurrency),
-            verify=tls_context(),
-        )
+                                 max_keepalive_connections=concurrency), verify=tls_context())
         self._dim: int | None = None
 
     async def aclose(self) -> None:

@@ -22,14 +22,9 @@ MAX_TOKENS = 256  # the model was trained with 256-token inputs
 BATCH = 1
 
 
-def tokenizer_path() -> str:
-    """The vendored tokenizer, once its sha256 matches its pin (shared/embedding/checksums.py)."""
-    return checksums.tokenizer_path()
-
-
 def load_tokenizer() -> Tokenizer:
     """The tokenizer with the file's baked-in truncation (128) and padding switched off."""
-    tok = Tokenizer.from_file(tokenizer_path())
+    tok = Tokenizer.from_file(checksums.tokenizer_path())
     tok.no_truncation()
     tok.no_padding()
     return tok
@@ -54,7 +49,7 @@ class OnnxEmbedder:
 
     def __init__(self, threads: int = 0, batch: int = BATCH) -> None:
         self._session = inference_session(threads)
-        self._tokenizer = Tokenizer.from_file(tokenizer_path())
+        self._tokenizer = Tokenizer.from_file(checksums.tokenizer_path())
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._batch = max(1, batch)
@@ -68,16 +63,13 @@ class OnnxEmbedder:
     async def aclose(self) -> None:
         return None
 
-    def embed_sync(self, texts: list[str], measured: bool = True) -> np.ndarray:
-        """``measured``: counted in the embedding metrics (not for the name gate's vectors,
-        which are no chunk's or question's)."""
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         # similar lengths in one batch pad less (batch > 1 only; see BATCH)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self._batch):
             rows = order[start : start + self._batch]
-            batch = [texts[i] for i in rows]
-            out[rows] = self._run(batch) if measured else self._infer(batch)
+            out[rows] = self._run([texts[i] for i in rows])
         return out
 
     def _run(self, texts: list[str]) -> np.ndarray:

@@ -3,7 +3,7 @@ receipts the front answers with."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import msgspec
 from msgspec import Meta
@@ -46,10 +46,8 @@ class AddMemory(Base):
     line_offset: int = 0
 
 
-SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword", "graph")
-
-
-SEARCH_RANKS: tuple[str, ...] = ("relevance", "memory")
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+SEARCH_RANKS: tuple[str, ...] = get_args(SearchRank)
 
 
 class SearchFilters(Base):
@@ -151,7 +149,6 @@ class DeleteReceipt(Lenient):
     message: str | msgspec.UnsetType = msgspec.UNSET  # with "gone": what that means
 
 
-
 class UpdateMemory(Base):
     """update_memory's arguments, checked (shared/protocol/validation.py, decode_update)."""
 
@@ -174,7 +171,7 @@ class UpdateReceipt(Lenient):
     message: str | msgspec.UnsetType = msgspec.UNSET
 
 
-LIST_ORDERS: tuple[str, ...] = ("newest", "oldest")
+LIST_ORDERS: tuple[str, ...] = get_args(ListOrder)
 MAX_LIST_LIMIT = 200
 
 

@@ -21,12 +21,9 @@ TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"
 
 Namespace = Annotated[str, Meta(pattern=NAMESPACE_PATTERN)]
 MemoryId = Annotated[str, Meta(pattern=MEMORY_ID_PATTERN)]
-TaskId = Annotated[str, Meta(pattern=TASK_ID_PATTERN)]
 Tag = Annotated[str, Meta(min_length=1, max_length=128)]
 DEFAULT_NAMESPACE = "default"
 
-TaskKind = Literal["ingest", "delete", "graph", "update", "files", "import", "reembed"]
-TaskState = Literal["queued", "running", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
 
 
@@ -51,15 +48,7 @@ class Job(Lenient, kw_only=True):
 
 Scalar = str | int | float | bool
 SearchMode = Literal["hybrid", "vector", "keyword", "graph"]
-
-
 SearchRank = Literal["relevance", "memory"]
-
-
 Glob = Annotated[str, Meta(min_length=1, max_length=256)]
-
-
 ListOrder = Literal["newest", "oldest"]
-
-
 Thread = Annotated[str, Meta(min_length=1, max_length=512)]  # metadata "thread", exactly

@@ -68,18 +68,8 @@ class StoreError(ZapomniError):
 
 
 ERROR_KINDS: dict[str, type[ZapomniError]] = {
-    cls.kind: cls
-    for cls in (
-        ZapomniError,
-        InvalidInput,
-        NotFound,
-        Overloaded,
-        Unavailable,
-        EmbeddingError,
-        EmbeddingUnavailable,
-        EmbeddingRejected,
-        StoreError,
-    )
+    cls.kind: cls for cls in (ZapomniError, InvalidInput, NotFound, Overloaded, Unavailable,
+                              EmbeddingError, EmbeddingUnavailable, EmbeddingRejected, StoreError)
 }
 
 

@@ -118,9 +118,7 @@ class FilesJob(Job):
     """ingest_path: walk ``path`` (resolved, inside ZAPOMNI_INGEST_ROOTS) and add its files.
     A continuation walks on from the file after ``after`` (a source, in the walk's fixed
     order: shared/text/files.py, walk_key) with the counts so far and ``walked``, the files the
-    walk found before it, so a run of any slice again writes the same counts. (A job of an
-    older version, with ``start``, walks again from the first file: its adds are
-    duplicates, left alone.)"""
+    walk found before it, so a run of any slice again writes the same counts."""
 
     task_id: str
     namespace: str

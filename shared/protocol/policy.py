@@ -71,9 +71,10 @@ return {1, n + 1, 0}
 """
 
 
+@functools.lru_cache(maxsize=4)
 def parse_policy(text: str) -> dict[str, Rule]:
     """The policy in ``text`` (JSON; empty: none). ValueError naming the setting, the key
-    and what is wrong."""
+    and what is wrong. Cached: read again on every write (rule_for)."""
     raw = json_setting(text, SETTING, '{"*": {"min_confidence": 0.5}}')
     if raw is None:
         return {}
@@ -90,13 +91,8 @@ def parse_policy(text: str) -> dict[str, Rule]:
     return policy
 
 
-@functools.lru_cache(maxsize=4)
-def read_policy(text: str) -> dict[str, Rule]:
-    return parse_policy(text)
-
-
 def rule_for(text: str, namespace: str) -> Rule | None:
-    policy = read_policy(text)
+    policy = parse_policy(text)
     return policy.get(namespace, policy.get("*"))
 
 

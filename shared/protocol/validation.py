@@ -34,10 +34,7 @@ from zapomni.shared.protocol.metadata import RESERVED_METADATA_KEYS, json_kind, 
 
 MAX_TEXT_CHARS = 10_000_000
 MAX_BATCH_ITEMS = 1000
-FILTER_KEYS = ("tags", "tags_all", "source", "source_prefix", "after", "before", "metadata",
-               "include_superseded")
-
-
+FILTER_KEYS: tuple[str, ...] = SearchFilters.__struct_fields__
 S = TypeVar("S")
 
 
@@ -129,30 +126,29 @@ def normalise_text(text: Any, field: str = "text") -> tuple[str, str]:
         )
     if "\x00" in text:
         raise InvalidInput(f"{field}: must not contain NUL characters (\\u0000)")
+    return text, hashlib.sha256(utf8(text, field)).hexdigest()
+
+
+def utf8(text: str, field: str) -> bytes:
+    """The text's UTF-8 bytes; InvalidInput when it holds a lone surrogate."""
     try:
-        raw = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(
-            f"{field}: not valid UTF-8 (lone surrogate at character {exc.start})"
-        ) from None
-    return text, hashlib.sha256(raw).hexdigest()
+        raise InvalidInput(f"{field}: not valid UTF-8 (lone surrogate at character "
+                           f"{exc.start})") from None
 
 
 def check_namespace(namespace: Any) -> str:
     if namespace is None:
         return DEFAULT_NAMESPACE
     if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
-        raise InvalidInput(
-            "namespace: must be 1-64 characters of a-z, 0-9, '_' and '-', "
-            "starting with a letter or digit"
-        )
+        raise InvalidInput(f"namespace: {PATTERNS[NAMESPACE_PATTERN]}")
     return namespace
 
 
 def check_id(value: Any, field: str, pattern: str = MEMORY_ID_PATTERN) -> str:
     if not isinstance(value, str) or not re.fullmatch(pattern, value):
-        example = "mem_" if pattern == MEMORY_ID_PATTERN else "task_"
-        raise InvalidInput(f"{field}: not a valid id (expected {example} and 32 hex digits)")
+        raise InvalidInput(f"{field}: {PATTERNS[pattern]}")
     return value
 
 

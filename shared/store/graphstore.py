@@ -140,9 +140,8 @@ async def run(graph: AsyncGraph, query: str, params: dict[str, Any] | None = Non
 
 async def run_cells(graph: AsyncGraph, query: str, params: dict[str, Any] | None = None
                     ) -> list[list[Any]]:
-    """A read-only query's rows of scalars (and arrays of them) without the falkordb client's
-    parsing of each cell (~3 µs a cell, awaited one by one: most of the time of an answer of
-    10,000 rows). Errors as ``run``'s."""
+    """A read-only query's rows of scalars (and arrays of them), read without the falkordb
+    client's slow parsing of each cell (falkordb_internals.read_cells). Errors as ``run``'s."""
     return await execute(graph, query, params, read_only=True, cells=True)
 
 
@@ -236,9 +235,9 @@ class SearchState(NamedTuple):
 async def search_state(store: GraphStore, namespace: str, model: str, dim: int
                        ) -> SearchState:
     """For readers: the chunk property that holds this model's vectors ('' when the namespace
-    holds nothing yet), with the stamp and counts a search needs, in one read (four round
-    trips before). Raises when the namespace is built with another model. Read on every
-    search: a reembed switches the namespace to its new model at any time."""
+    holds nothing yet), with the stamp and counts a search needs, in one read. Raises when
+    the namespace is built with another model. Read on every search: a reembed switches the
+    namespace to its new model at any time."""
     try:
         rows = await run_cells(store.graph(namespace), cypher_schema.SEARCH_STATE)
     except StoreError:

@@ -31,8 +31,8 @@ from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.store.graphstore import UNREACHABLE, GraphStore, graph_name
 
 SYNC_TTL_MS = 60_000  # the key confirm writes is gone a minute later
-# seconds WAIT waits for the replicas before the job is retried (it was ZAPOMNI_FALKORDB_WAIT_
-# TIMEOUT; a replica on the same network acknowledges in milliseconds)
+# seconds WAIT waits for the replicas before the job is retried (a replica on the same
+# network acknowledges in milliseconds)
 WAIT_TIMEOUT = 2.0
 
 

@@ -164,11 +164,11 @@ async def _add(redis: ArqRedis, settings: Settings, memory: AddMemory, record: T
     keys = [tasks.memory_key(record.namespace, record.memory_id), tasks.task_key(record.task_id)]
     if memory.thread:
         keys.append(tasks.last_key(record.namespace, memory.thread))
-    fields = [x for k, v in msgspec.structs.asdict(record).items() for x in (k, str(v))]
     return await redis.eval(
         _ADD, len(keys), *keys, record.task_id, tasks.TASK_TTL, record.created_at,
         record.memory_id, record.namespace, payload, "1" if joinable else "",
-        settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(), *fields)
+        settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(),
+        *tasks.flat_fields(record))
 
 
 async def seal_batch(redis: ArqRedis, batch: BatchJob) -> list[tuple[dict, int, str]]:

@@ -24,7 +24,6 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2]))
 """
 
 # KEYS: the set; ARGV: ttl
-_COUNT = _NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')"
 _LIVE = _NOW + "return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')"
 
 
@@ -39,7 +38,7 @@ async def leave(redis: Redis, worker_id: str) -> None:
 
 
 async def count_alive(redis: Redis) -> int:
-    return int(await redis.eval(_COUNT, 1, WORKERS_KEY, WORKER_TTL))
+    return len(await alive_ids(redis))
 
 
 async def alive_ids(redis: Redis) -> list[str]:

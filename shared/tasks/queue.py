@@ -68,12 +68,9 @@ def connect_queue(settings: Settings, *, max_connections: int | None = None) -> 
 
 async def enqueue(redis: ArqRedis, settings: Settings, function: str, job: Any, job_id: str, *,
                   bounded: bool = False) -> bool:
-    """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/tasks/capacity.py).
-    ``bounded``: refuse (Overloaded) when the queue is full; the front's graph builds and
-    updates are, while what workers enqueue (fan-out parts, follow-up graph jobs) is only
-    counted. False when arq already holds a job with this id or ran it recently. (Adds and
-    deletes enqueue in the script that writes their task: shared/tasks/adds.py,
-    shared/tasks/takeover.py.)"""
+    """Enqueue ``job`` under ``job_id`` with its bytes reserved (shared/tasks/capacity.py says
+    whose jobs are refused when the queue is full, ``bounded``, and whose only counted).
+    False when arq already holds a job with this id or ran it recently."""
     await capacity.reserve(redis, settings, job_id, payload_size(job), check=bounded)
     try:
         queued = await redis.enqueue_job(function, job, _job_id=job_id,
@@ -90,9 +87,8 @@ async def enqueue_part(redis: ArqRedis, settings: Settings, job: PartJob) -> Non
     await enqueue(redis, settings, EMBED_PART, job, part_job_id(job.task_id, job.part))
 
 
-async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob, *,
-                        bounded: bool = False) -> None:
-    await enqueue(redis, settings, BUILD_GRAPH, job, job.task_id, bounded=bounded)
+async def enqueue_graph(redis: ArqRedis, settings: Settings, job: GraphJob) -> None:
+    await enqueue(redis, settings, BUILD_GRAPH, job, job.task_id)
 
 
 async def enqueue_graph_part(redis: ArqRedis, settings: Settings, job: GraphPartJob) -> None:
@@ -106,9 +102,8 @@ async def enqueue_update(redis: ArqRedis, settings: Settings, job: UpdateJob) ->
     await enqueue(redis, settings, UPDATE, job, job.task_id, bounded=True)
 
 
-async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob, *,
-                        bounded: bool = False) -> None:
+async def enqueue_files(redis: ArqRedis, settings: Settings, job: FilesJob) -> None:
     """A files task's continuation, after ``walked`` files, with an id of its own, derived:
     enqueued twice, it runs once (the front queues the first slice under the task's id)."""
     job_id = job.task_id + (f":files:{job.walked}" if job.walked else "")
-    await enqueue(redis, settings, FILES, job, job_id, bounded=bounded)
+    await enqueue(redis, settings, FILES, job, job_id)

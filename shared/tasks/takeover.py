@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
 from redis.asyncio import Redis
 
 from zapomni.shared.protocol.task_records import TaskRecord
@@ -16,14 +15,11 @@ from zapomni.shared.tasks import capacity
 from zapomni.shared.tasks.arq_internals import ENQUEUE, QueuedJob
 from zapomni.shared.tasks.tasks import LIB, as_text, flat_fields, memory_key, task_key
 
-# A delete takes a memory over and enqueues its job in the same step (shared/tasks/arq_internals.py:
-# no delete is ever accepted without its job). KEYS: claim, the delete's record. ARGV: delete
-# task id, ttl, now, the ingest it must take over from ('' = whoever owns it), the message the
-# cancelled ingest shows, the owner the caller saw ('' = any), the job's six arq_enqueue
-# arguments and its payload bytes (counted, never refused: shared/tasks/capacity.py), field/value
-# pairs of the delete's record. Returns {1, previous owner} taken; {2, pending delete} a
-# delete is already under way; {0, owner} the memory is no longer the named ingest's, or that
-# ingest has ended, or another task than the one the caller saw owns it now
+# A delete takes a memory over and enqueues its job in one step (take_for_delete says what
+# it answers). KEYS: claim, the delete's record. ARGV: delete task id, ttl, now, from_task,
+# the message the cancelled ingest shows, seen, the job's six arq_enqueue arguments and its
+# payload bytes (counted, never refused: shared/tasks/capacity.py), the record's field/value
+# pairs
 _TAKE = LIB + capacity.LUA + ENQUEUE + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if ARGV[4] ~= '' and owner ~= ARGV[4] then return {0, owner} end
@@ -52,9 +48,8 @@ return {1, owner}
 # update, starts meanwhile; a delete still takes it over, cancelling the update in the same
 # step (_TAKE). It gives the memory back when it ends (_END_AND_RELEASE).
 # KEYS: claim, the update's record. ARGV: task id, ttl, now, take an unclaimed memory
-# ('1'/''), field/value pairs of the record.
-# Returns {1, previous owner} taken; {0, owner, kind, state} another task is under way;
-# {2} nobody owns the memory (not stored, or stored before claims: the caller checks)
+# ('1'/''), field/value pairs of the record. Returns Taken's fields ({2}: nobody owns the
+# memory: not stored, or stored before claims; the caller checks)
 _TAKE_FOR_UPDATE = LIB + """
 local owner = redis.call('GET', KEYS[1]) or ''
 if owner == '' and ARGV[4] ~= '1' then return {2, '', '', ''} end
@@ -94,17 +89,17 @@ async def take_for_delete(redis: Redis, record: TaskRecord, ttl: int, job: Queue
     """Make the delete task ``record`` the owner of its memory and enqueue its ``job``,
     cancelling an ingest still under way (with ``message``), all in one step: a delete is
     never accepted without its job (it goes ahead of the jobs waiting: ``job.first``).
-    ``from_task``: only if that ingest owns
-    it, while it runs (the cancel of an ingest). ``seen``: only if no task, or that one,
-    owns it (the expiry sweep: the ingest that wrote the memory it read, so that the same
-    text added again meanwhile is not taken). Returns (1, previous owner) when taken, (2,
-    the delete already under way) when there is one, (0, the owner) when ``from_task`` owns
-    it no longer or has ended (a cancel that comes after the end changes nothing), or
-    another task than ``seen`` owns it. The record is written only when taken."""
+    ``from_task``: only if that ingest owns it, while it runs (the cancel of an ingest).
+    ``seen``: only if no task, or that one, owns it (the expiry sweep: the ingest that wrote
+    the memory it read, so that the same text added again meanwhile is not taken). Returns
+    (1, previous owner) when taken, (2, the delete already under way) when there is one, (0,
+    the owner) when ``from_task`` owns it no longer or has ended (a cancel that comes after
+    the end changes nothing), or another task than ``seen`` owns it. The record is written
+    only when taken."""
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner = await redis.eval(
         _TAKE, len(keys), *keys, record.task_id, ttl, record.created_at, from_task, message,
-        seen, *job.args(), job.size, *flat_fields(msgspec.structs.asdict(record)))
+        seen, *job.args(), job.size, *flat_fields(record))
     return int(code), as_text(owner)
 
 
@@ -127,7 +122,7 @@ async def take_for_update(redis: Redis, record: TaskRecord, ttl: int, *,
     keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
     code, owner, kind, state = await redis.eval(
         _TAKE_FOR_UPDATE, len(keys), *keys, record.task_id, ttl, record.created_at,
-        "1" if unclaimed else "", *flat_fields(msgspec.structs.asdict(record)))
+        "1" if unclaimed else "", *flat_fields(record))
     return Taken(int(code), as_text(owner), as_text(kind), as_text(state))
 
 

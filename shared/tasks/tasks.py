@@ -215,14 +215,10 @@ def last_key(namespace: str, thread: str) -> str:
     return f"zapomni:last:{namespace}:{hashlib.sha256(thread.encode()).hexdigest()[:32]}"
 
 
-def _fields(record: TaskRecord | dict[str, Any]) -> dict[str, str]:
-    items = msgspec.structs.asdict(record).items() if isinstance(record, TaskRecord) else \
-        record.items()
-    return {k: str(v) for k, v in items}
-
-
-def flat_fields(fields: dict[str, Any]) -> list[str]:
-    return [x for kv in _fields(fields).items() for x in kv]
+def flat_fields(fields: TaskRecord | dict[str, Any]) -> list[str]:
+    """HSET's field/value pairs, every value as text."""
+    items = msgspec.structs.asdict(fields) if isinstance(fields, TaskRecord) else fields
+    return [x for k, v in items.items() for x in (k, str(v))]
 
 
 def as_text(value: bytes | str | int) -> str:
@@ -238,7 +234,7 @@ async def create_task(redis: Redis, record: TaskRecord, ttl: int) -> bool:
     """Write a new task record (queued); False when a record with this id exists already
     (a job that runs again creates its follow-up task once)."""
     created = await redis.eval(_CREATE, 1, task_key(record.task_id), record.task_id, ttl,
-                               record.created_at, *flat_fields(msgspec.structs.asdict(record)))
+                               record.created_at, *flat_fields(record))
     return bool(created)
 
 
@@ -253,13 +249,12 @@ async def move(redis: Redis, task_id: str, to: str = "", *, ttl: int,
 
 
 async def move_all(redis: Redis, changes: list[tuple[str, dict[str, Any]]], to: str = "", *,
-                   ttl: int, allowed: tuple[str, ...] = ACTIVE, owning: bool = False
-                   ) -> list[Moved]:
+                   ttl: int, owning: bool = False) -> list[Moved]:
     """``move`` of several tasks, each (task id, its fields), in one round trip: each its
     own atomic step (the tasks of a batch of memories: workers/batch.py)."""
     async with redis.pipeline(transaction=False) as pipe:
         for task_id, fields in changes:
-            pipe.eval(*_move_args(task_id, to, ttl, allowed, owning, None, fields))
+            pipe.eval(*_move_args(task_id, to, ttl, ACTIVE, owning, None, fields))
         replies = await pipe.execute()
     return [Moved(bool(ok), as_text(before)) for ok, before in replies]
 
@@ -311,16 +306,12 @@ async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
     return msgspec.convert(data, TaskRecord, strict=False)
 
 
-async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
-    return await _counts(redis, namespace, ttl)
-
-
 async def task_totals(redis: Redis, ttl: int) -> dict[str, int]:
     """Tasks by state over every namespace (kept in sets of their own: no key scan)."""
-    return await _counts(redis, "*", ttl)
+    return await task_counts(redis, "*", ttl)
 
 
-async def _counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
+async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
     cutoff = time.time() - ttl
     async with redis.pipeline(transaction=False) as pipe:
         for state in TASK_STATES:

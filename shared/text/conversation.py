@@ -22,7 +22,13 @@ from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
 from zapomni.shared.protocol.base import MemoryId
 from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.protocol.times import point_in_time
-from zapomni.shared.protocol.validation import check_namespace, convert, decode_filters, json_kind
+from zapomni.shared.protocol.validation import (
+    check_namespace,
+    convert,
+    decode_filters,
+    json_kind,
+    utf8,
+)
 
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
 MAX_CURSOR_CHARS = 200
@@ -70,17 +76,8 @@ def check_thread(thread: Any, field: str = "thread") -> str:
         shown = f"{len(thread):,} characters" if isinstance(thread, str) else json_kind(thread)
         raise InvalidInput(f"{field}: expected a string of 1-512 characters (the metadata "
                            f"\"thread\" the turns were added with), got {shown}")
-    return check_utf8(thread, field)
-
-
-def check_utf8(text: str, field: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{field}: not valid UTF-8 (lone surrogate at character "
-                           f"{exc.start})") from None
-    return text
-
+    utf8(thread, field)
+    return thread
 
 def decode_history(thread: Any, namespace: Any, limit: Any, before: Any) -> HistoryRequest:
     """get_history's arguments -> HistoryRequest."""
@@ -98,7 +95,7 @@ def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
         query = query.strip()
         if not query:
             raise InvalidInput("query: must not be empty or only whitespace")
-        check_utf8(query, "query")  # its length (1-2,000) is the Struct's to check
+        utf8(query, "query")  # its length (1-2,000) is the Struct's to check
     data = {"query": query, "namespace": check_namespace(namespace),
             "thread": None if thread is None else check_thread(thread),
             "as_of": None if as_of is None else point_in_time(as_of, "as_of")}

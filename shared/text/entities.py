@@ -23,6 +23,8 @@ _SPACE = re.compile(r"\s+")
 _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 _LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)
+_NOT_WORD = re.compile(r"[\W_]+")
+_INITIALS = re.compile(r"\b\w(?: \w\b)+")
 
 
 def clean_name(text: str) -> str:
@@ -32,12 +34,6 @@ def clean_name(text: str) -> str:
     name = _POSSESSIVE.sub("", name)
     name = _LEADING_THE.sub("", name)
     return _EDGE.sub("", name)[:MAX_NAME]
-
-
-_NOT_WORD = re.compile(r"[\W_]+")
-
-
-_INITIALS = re.compile(r"\b\w(?: \w\b)+")
 
 
 def entity_key(name: str) -> str:

@@ -107,7 +107,7 @@ def extract(name: str, data: bytes) -> Extracted:
         text, title = html_text(decode(data))
     else:
         text = decode(data)
-        title = {"markdown": markdown_title, "rst": rst_title}.get(kind, no_title)(text)
+        title = {"markdown": markdown_title, "rst": rst_title}.get(kind, lambda _: "")(text)
     return Extracted(text=text, type=kind, language=language,
                      title=(title or stem).strip()[:MAX_TITLE_CHARS])
 
@@ -118,10 +118,6 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return data.decode("latin-1")
-
-
-def no_title(text: str) -> str:
-    return ""
 
 
 def markdown_title(text: str) -> str:

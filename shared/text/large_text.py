@@ -120,13 +120,6 @@ def table_counts(table: Table, pieces: Pieces, tokenizer: Tokenizer) -> list[int
     return counts
 
 
-def count_tokens(text: str, pieces: Pieces, tokenizer: Tokenizer,
-                 known: dict[str, int] | None = None) -> list[int]:
-    """Tokens of each chunk (without special tokens) of ``text``, from its words' counts."""
-    return counts_by(word_table(text, tokenizer, {} if known is None else known), tokenizer,
-                     pieces)
-
-
 def counts_by(table: Table | None, tokenizer: Tokenizer, pieces: Pieces) -> list[int]:
     """Tokens of each chunk: from ``table`` (word_table), or exactly without one."""
     if table is None:

@@ -98,11 +98,10 @@ def _blank(text: str) -> str:
 # brand with a small first letter ("iTunes"), a name before a bracket ("Karkun(Kam",
 # "501(c)", "player(s)"), a one-part path ("/ref"), words between slashes
 # ("producer/writer/composer"), a pronunciation ("/ɣut/") and wiki markup ("<ref>", "<br>").
-# Taken from the entities branch (74ef23e), which needs no word list for it. And the
-# notation of science (SciFact: 410 of 2,000 abstracts were technical by these alone, and
-# lost BRCA1, LIN28B, IL-6 to the rules for technical text): a small prefix before capitals
-# ("miRNA", "siRNAs", "mtDNA", "kappaB"), a sign, number or symbol in brackets ("CD4(+)",
-# "ml(-1)", "25(OH)", "p16(INK4a)"), "H2A.Z", and names between slashes ("Akt/FOXO3a/Bim").
+# And the notation of science (SciFact: 410 of 2,000 abstracts were technical by these
+# alone, and lost BRCA1, LIN28B, IL-6 to the rules for technical text): a small prefix before
+# capitals ("miRNA", "siRNAs", "mtDNA", "kappaB"), a sign, number or symbol in brackets
+# ("CD4(+)", "ml(-1)", "25(OH)", "p16(INK4a)"), "H2A.Z", names between slashes ("Akt/FOXO3a").
 _PROSE_TOO = re.compile(r"``?[^`\n]*''[^`\n]*(?:``?)?_{0,2}|[A-Za-z]+(?:\.[A-Z][a-z]*)+|"
                         r"[a-z][A-Z]\w*|[A-Z][^\W\d_]*\([^()\n]*\)|\w+\([A-Za-z]\)|/[^/\s]+/?\.?|"
                         r"[^\W\d_]+(?:/[^\W\d_]+)+\.?|(?:/[A-Z][^\W\d_]*)+\.?|\S*[^\x00-\x7f]\S*|"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zapomni.shared.text.chunking import LARGE_TEXT, Chunker
-from zapomni.shared.text.large_text import count_tokens, exact_counts, split_large
+from zapomni.shared.text.large_text import counts_by, exact_counts, split_large, word_table
 
 # letters, digits, punctuation (ASCII and not), symbols, marks, controls, odd spaces,
 # ideographs and characters beyond the BMP (an emoji, a Ugaritic word divider: punctuation)
@@ -46,8 +46,8 @@ def test_counts_word_by_word_equal_the_tokenizers(chunker, text, cuts):
     """Also for chunks that begin or end inside a word or in whitespace."""
     points = sorted({min(c, len(text)) for c in cuts})
     pieces = [(a, text[a:b]) for a, b in zip(points, points[1:], strict=False) if b > a]
-    assert count_tokens(text, pieces, chunker.tokenizer) == exact_counts(pieces,
-                                                                         chunker.tokenizer)
+    table = word_table(text, chunker.tokenizer, {})
+    assert counts_by(table, chunker.tokenizer, pieces) == exact_counts(pieces, chunker.tokenizer)
 
 
 def test_a_large_text_is_chunked_with_offsets_budget_and_overlap():
