@@ -5,7 +5,8 @@ rebuild) and splits them into ``graph_part`` jobs of about ``PART_CHUNKS`` chunk
 ranges of chunk ids for the whole namespace (ids start with a hash, so equal slices of the hash
 hold about equal numbers of chunks), groups of memories for some memories. No job ever holds
 more than one batch of chunk ids. A part reads its chunks in batches of ``BATCH`` in id
-order from a cursor, runs spaCy NER over each and replaces what those chunks contributed in
+order from a cursor, reads each (code from its syntax tree: workers/code_graph.py; the rest
+with spaCy NER) and replaces what those chunks contributed in
 one statement (workers/store.py), then adds to the task's progress. A part that has worked
 for its share of the job time limit passes the rest on to a continuation job (same part, the
 cursor where it stopped), so no job runs over its limit and nothing is read twice.
@@ -33,6 +34,7 @@ from zapomni.shared.store import cypher_graph
 from zapomni.shared.store.graphstore import run
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
+from zapomni.workers.code_graph import code_chunks, write_code
 from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import drop_orphans, write_entities
@@ -144,13 +146,21 @@ async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
 
 
 async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows: list) -> str:
-    """NER over one batch, its contribution written; the last chunk id of the batch."""
-    model = await res.entity_model()
-    with metrics.STAGE_SECONDS.labels("entities").time():
-        found = await model.extract_async([row[1] for row in rows])
-    with metrics.STAGE_SECONDS.labels("graph_write").time():
-        entities, relations = await write_entities(graph, [row[0] for row in rows], found,
-                                                   job.task_id)
+    """One batch's contribution written: the symbols of its code chunks from their files'
+    syntax trees (workers/code_graph.py), NER over the others (no model loaded for a batch
+    of code alone); the last chunk id of the batch."""
+    code, prose = await code_chunks(graph, rows)
+    entities = relations = 0
+    if code:
+        with metrics.STAGE_SECONDS.labels("graph_write").time():
+            entities, relations = await write_code(graph, code, job.task_id)
+    if prose:
+        model = await res.entity_model()
+        with metrics.STAGE_SECONDS.labels("entities").time():
+            found = await model.extract_async([row[1] for row in prose])
+        with metrics.STAGE_SECONDS.labels("graph_write").time():
+            more = await write_entities(graph, [row[0] for row in prose], found, job.task_id)
+        entities, relations = entities + more[0], relations + more[1]
     metrics.CHUNKS_GRAPHED.inc(len(rows))
     await tasks.move(res.redis, job.task_id, ttl=res.task_ttl, heartbeat_at=time.time(),
                      add={"done": len(rows), "entities": entities, "relations": relations})

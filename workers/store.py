@@ -18,6 +18,7 @@ from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.store import (
     cypher_batch,
+    cypher_code,
     cypher_graph,
     cypher_memories,
     cypher_moves,
@@ -287,15 +288,18 @@ async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> Query
 
 async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
     """Undo what these chunks contributed (their MENTIONS, one off the weight of each pair
-    they recorded, entities and edges left with nothing) and unmark them, in one statement
-    per batch: a forget that runs again finds nothing left to undo."""
+    they recorded, entities and edges left with nothing, symbols of code no chunk defines
+    any more) and unmark them, a statement or two per batch: a forget that runs again finds
+    nothing left to undo."""
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
         rows = await run(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
             "chunks": [{"id": cid, "pairs": None} for cid in ids], "entities": [],
             "mentions": [], "related": [], "now": None, "task": None,
             "keep": EVIDENCE_KEEP}, "unlink")
-        await retype(graph, list(rows[0][2] or []) if rows else [])
+        touched = list(rows[0][2] or []) if rows else []
+        await retype(graph, touched)
+        await run(graph, cypher_code.DROP_UNDEFINED, {"ids": touched}, "unlink")
 
 
 async def drop_orphans(graph: AsyncGraph) -> int:

@@ -19,6 +19,13 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.keyword import idf, terms
+from zapomni.services.query.symbols import (
+    named_symbols,
+    placed,
+    ranked_symbols,
+    symbol_id,
+    with_code,
+)
 from zapomni.shared.protocol.answers import EntityDetail, EntityHit, EntityList, Neighbour, Passage
 from zapomni.shared.protocol.api import EntityRef, EntitySearch
 from zapomni.shared.protocol.errors import InvalidInput, NotFound, shown
@@ -61,8 +68,8 @@ async def search_entities(store: GraphStore, request: EntitySearch) -> EntityLis
     if not await namespace_exists(store, request.namespace):
         return empty
     words = terms(request.query)
-    rows = await by_words(store.graph(request.namespace), words, request.type,
-                          max(NAME_CANDIDATES, request.limit))
+    graph = store.graph(request.namespace)
+    rows = await by_words(graph, words, request.type, max(NAME_CANDIDATES, request.limit))
     asked = set(words)
 
     def rank(row: list[Any]) -> tuple:
@@ -70,8 +77,12 @@ async def search_entities(store: GraphStore, request: EntitySearch) -> EntityLis
         overlap = len(asked & name) / len(asked | name) if name else 0.0
         return (-overlap, -int(row[4]), row[2])
 
+    # symbols of code the query names come first (services/query/symbols.py)
+    first = await ranked_symbols(graph, request.query, request.type, request.limit)
+    known = {row[0] for row in first}
+    rows = first + [row for row in sorted(rows, key=rank) if row[0] not in known]
     return EntityList(namespace=request.namespace, query=request.query,
-                      results=[hit(row) for row in sorted(rows, key=rank)[:request.limit]])
+                      results=await placed(graph, [hit(row) for row in rows[:request.limit]]))
 
 
 async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
@@ -80,6 +91,8 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
     rows = []
     if await namespace_exists(store, ref.namespace):
         graph = store.graph(ref.namespace)
+        if not ENTITY_ID.match(ref.name_or_id):  # a symbol of code by its (dotted) name
+            eid = await symbol_id(graph, ref.name_or_id) or eid
         rows = await run(graph, cypher_graph.ENTITY_BY_ID, {"id": eid}, read_only=True)
     if not rows:
         raise NotFound(f"name_or_id: no entity {shown(ref.name_or_id)} in namespace "
@@ -102,10 +115,10 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                                             weight=int(r[4]), depth=2, via=names[r[0]]))
     passages = await run(graph, cypher_graph.PASSAGES,
                          {"id": eid, "limit": 10, **cypher_search.visible_params()}, read_only=True)
-    return EntityDetail(
+    return await with_code(graph, EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
         passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
-                  for r in passages])
+                  for r in passages]))
 
 
 async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str, list[str]]:
@@ -178,6 +191,8 @@ class Named:
 async def named_in(graph: AsyncGraph, query: str) -> Named:
     """The graph signal's first hop (the mention counts of named entities come with them)."""
     mentions = {row[0]: int(row[4]) for row in await named_entities(graph, query)}
+    # symbols of code the question names (services/query/symbols.py; none in prose)
+    mentions.update({row[0]: int(row[4]) for row in await named_symbols(graph, query)})
     direct = frozenset(mentions)
     near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:

@@ -126,6 +126,34 @@ class EntityHit(Lenient):
     name: str
     type: str
     mentions: int  # chunks that mention it
+    # a symbol of source code (type: module, class, function, method or constant): the
+    # file and lines of its definition (absent for other entities)
+    source: str | msgspec.UnsetType = msgspec.UNSET
+    start_line: int | msgspec.UnsetType = msgspec.UNSET
+    end_line: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class Use(Lenient):
+    """A passage that refers to a symbol: where, and on which of its lines."""
+
+    memory_id: str
+    chunk_id: str
+    source: str
+    start_line: int | None  # the passage's lines
+    end_line: int | None
+    lines: list[int]  # the lines of the references in it
+    count: int
+
+
+class Relation(Lenient):
+    """A symbol's relation to another: ``kind`` defines, imports, inherits, calls or uses;
+    ``direction`` "to" (this symbol -> that one) or "from" (that one -> this one)."""
+
+    kind: str
+    direction: str
+    entity_id: str
+    name: str
+    type: str
 
 
 class EntityList(Lenient):
@@ -155,6 +183,9 @@ class EntityDetail(Lenient):
     entity: EntityHit
     neighbours: list[Neighbour]
     passages: list[Passage]
+    # a symbol of source code: the passages that refer to it, and its typed relations
+    uses: list[Use] | msgspec.UnsetType = msgspec.UNSET
+    relations: list[Relation] | msgspec.UnsetType = msgspec.UNSET
 
 
 class ErrorBody(Lenient):

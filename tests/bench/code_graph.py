@@ -71,7 +71,7 @@ def ast_definitions(text: str, module: str) -> dict[str, tuple[str, int, int]]:
                 inner = [*node.body, *getattr(node, "orelse", []),
                          *[s for h in getattr(node, "handlers", []) for s in h.body],
                          *getattr(node, "finalbody", [])]
-                visit(inner, prefix, in_class)
+                visit(sorted(inner, key=lambda s: s.lineno), prefix, in_class)
 
     visit(tree.body, module, False)
     return found

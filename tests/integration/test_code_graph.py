@@ -1,0 +1,108 @@
+"""The code graph with the real MCP server, query service, FalkorDB and arq workers: two
+Python files, one importing and calling the other's function, read in the order that makes
+the graph link a use written before its definition; search_entities, get_entity and graph
+mode show the definition's file and lines and the use; a delete and a re-add."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from tests.support.graph import query
+from tests.support.mcp import call, error
+from tests.support.workers import add_text, run_workers
+from zapomni.services.mcp.server import build_server
+
+DATA = Path(__file__).parents[1] / "data" / "code_graph"
+SHAPES = (DATA / "shapes.py").read_text()
+REPORT = (DATA / "report.py").read_text()
+NS = "code"
+
+
+def line_of(text: str, needle: str) -> int:
+    return text[:text.index(needle)].count("\n") + 1
+
+
+def code(source: str) -> dict:
+    return {"source": source, "type": "code", "language": "python"}
+
+
+@pytest.fixture
+async def client(settings, query_service):
+    async with Client(build_server(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+async def files(settings) -> dict[str, str]:
+    """report.py read (and graphed) first, then shapes.py, which it imports."""
+    report = await add_text(settings, REPORT, code("pkg/report.py"), namespace=NS)
+    await run_workers(settings)
+    shapes = await add_text(settings, SHAPES, code("pkg/shapes.py"), namespace=NS)
+    await run_workers(settings)
+    return {"pkg/report.py": report.memory_id, "pkg/shapes.py": shapes.memory_id}
+
+
+async def test_symbols_are_found_with_their_definition_and_their_uses(client, settings, files):
+    found = await call(client, "search_entities", query="square_area", namespace=NS)
+    first = found["results"][0]
+    defined = line_of(SHAPES, "def square_area")
+    assert (first["name"], first["type"], first["source"], first["start_line"],
+            first["end_line"]) == ("pkg.shapes.square_area", "function", "pkg/shapes.py",
+                                   defined, defined + 1)
+    dotted = await call(client, "search_entities", query="Square.area", namespace=NS)
+    assert dotted["results"][0]["name"] == "pkg.report.Square.area"
+
+    entity = await call(client, "get_entity", name_or_id="square_area", namespace=NS)
+    assert entity["entity"]["name"] == "pkg.shapes.square_area"
+    called = line_of(REPORT, "return square_area")
+    assert [(u["source"], u["lines"]) for u in entity["uses"]] == [("pkg/report.py", [
+        line_of(REPORT, "from pkg.shapes"), called])]
+    use = entity["uses"][0]
+    assert use["start_line"] <= called <= use["end_line"]
+    assert {(r["kind"], r["direction"], r["name"]) for r in entity["relations"]} == {
+        ("defines", "from", "pkg.shapes"), ("calls", "from", "pkg.report.Square.area"),
+        ("imports", "from", "pkg.report")}
+
+    square = await call(client, "get_entity", name_or_id="pkg.report.Square", namespace=NS)
+    assert ("inherits", "to", "pkg.shapes.Shape") in {
+        (r["kind"], r["direction"], r["name"]) for r in square["relations"]}
+    # names no file of the namespace defines make no entity: builtins, the typing of lists
+    kinds = await query(settings, "MATCH (e:Entity) RETURN e.name, e.type ORDER BY e.name",
+                        namespace=NS)
+    assert kinds == [
+        ["pkg.report", "module"], ["pkg.report.Square", "class"],
+        ["pkg.report.Square.__init__", "method"], ["pkg.report.Square.area", "method"],
+        ["pkg.report.total", "function"], ["pkg.shapes", "module"],
+        ["pkg.shapes.SIDES", "constant"], ["pkg.shapes.Shape", "class"],
+        ["pkg.shapes.Shape.area", "method"], ["pkg.shapes.square_area", "function"]]
+
+
+async def test_graph_mode_answers_where_a_symbol_is_defined_and_used(client, files):
+    where = await call(client, "search_memory", query="where is square_area defined",
+                       mode="graph", namespace=NS)
+    defined = line_of(SHAPES, "def square_area")
+    assert any(hit["source"] == "pkg/shapes.py" and hit["start_line"] <= defined
+               <= hit["end_line"] for hit in where["results"])
+    callers = await call(client, "search_memory", query="what calls square_area",
+                         mode="graph", namespace=NS)
+    assert "pkg/report.py" in {hit["source"] for hit in callers["results"]}
+
+
+async def test_a_deleted_file_takes_its_symbols_and_a_re_added_one_links_again(
+        client, settings, files):
+    await call(client, "delete_memory", memory_id=files["pkg/shapes.py"], namespace=NS)
+    await run_workers(settings)
+    message = await error(client, "get_entity", name_or_id="pkg.shapes.square_area",
+                          namespace=NS)
+    assert "no entity" in message
+    left = await query(settings, "MATCH (e:Entity) WHERE e.name STARTS WITH 'pkg.shapes' "
+                                 "RETURN count(e)", namespace=NS)
+    assert left == [[0]]
+
+    await add_text(settings, SHAPES, code("pkg/shapes.py"), namespace=NS)
+    await run_workers(settings)
+    entity = await call(client, "get_entity", name_or_id="square_area", namespace=NS)
+    assert [u["source"] for u in entity["uses"]] == ["pkg/report.py"]
