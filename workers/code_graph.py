@@ -168,7 +168,7 @@ def define(memory: CodeMemory, d: Definition, cid: str, count: int,
     into.entities.append({
         "id": entity_id(d.name), "key": d.name, "name": d.name, "type": d.kind,
         "source": memory.source, "start_line": start, "end_line": end,
-        "words": " ".join(name_words(d.name)), "chunk": cid})
+        "words": " ".join(name_words(d.name)), "summary": d.summary, "chunk": cid})
     into.mentions.append({"chunk": cid, "entity": entity_id(d.name), "count": count,
                           "role": "defines", "type": d.kind, "lines": [start]})
 

@@ -6,9 +6,10 @@ A question names a symbol either as written (``run_until_complete``,
 ``BaseEventLoop.run_until_complete``, ``asyncio.tasks.Task``: the name or its dotted tail)
 or in words ("where does a bounded semaphore raise when released": BoundedSemaphore.release).
 Words are matched stemmed (Snowball, as the full-text index does) against the words of the
-symbol's own name, which must be at least half covered, and of the names around it (class,
-module) at half weight. Only entities with a ``source`` are symbols: a namespace of prose gets
-nothing from here.
+symbol's own name, which must be at least half covered, of the names around it (class,
+module) at half weight, and of its docstring's first sentence ("Protect an awaitable object
+from being cancelled" is how a question says ``shield``). Only entities with a ``source``
+are symbols: a namespace of prose gets nothing from here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from zapomni.shared.text.entities import entity_id
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 CANDIDATES = 200  # symbols the full-text index brings per question
 NAMED = 3  # symbols a question names for the graph signal, at most (ties at the top too)
+DOC_WORDS, DOC_WEIGHT = 2, 0.5  # a docstring names a symbol with 2+ of the question's words
 WRITTEN = 10.0  # a symbol whose name (or dotted tail) the question writes out scores this more
 USES, RELATIONS = 25, 50  # get_entity's passages that use a symbol, and its relations, at most
 
@@ -46,20 +48,27 @@ def written(query: str) -> set[str]:
             if "_" in i or "." in i.strip(".") or re.search(r"[a-z][A-Z]", i)}
 
 
-def match_score(key: str, asked: set[str], idents: set[str]) -> float:
-    """How well a question names the symbol ``key`` (0: not at all)."""
+def match_score(key: str, summary: str, asked: set[str], idents: set[str]) -> float:
+    """How well a question names the symbol ``key`` (0: not at all): the words of its own
+    name it has (at least half of them), of the names around it, and of its docstring's
+    first sentence (two or more of those, at half weight)."""
     parts = key.split(".")
     own = {stem(w) for w in name_words(parts[-1])}
     hit = own & asked
-    if not own or len(hit) * 2 < len(own):
-        return 0.0
+    score = len(hit) * len(hit) / len(own) if own and len(hit) * 2 >= len(own) else 0.0
     around = {stem(w) for part in parts[:-1] for w in name_words(part)}
-    score = len(hit) * len(hit) / len(own)
-    if around:
+    if score and around:
         score += 0.5 * len(around & asked) / len(around)
+    said = len(summary_words(summary) & asked)
+    if said >= DOC_WORDS:
+        score += DOC_WEIGHT * said
     if any(key == i or key.endswith("." + i) for i in idents):
         score += WRITTEN
     return score
+
+
+def summary_words(summary: str) -> set[str]:
+    return {stem(w) for w in terms(summary)}
 
 
 async def candidates(graph: AsyncGraph, query: str, kind: str | None, limit: int
@@ -70,7 +79,7 @@ async def candidates(graph: AsyncGraph, query: str, kind: str | None, limit: int
     if not words:
         return []
     return await run(graph, cypher_code.SYMBOL_WORDS, {
-        "q": "@words:(" + "|".join(words[:64]) + ")", "type": kind, "limit": limit},
+        "q": "@words|summary:(" + "|".join(words[:64]) + ")", "type": kind, "limit": limit},
         read_only=True)
 
 
@@ -78,7 +87,7 @@ async def ranked_symbols(graph: AsyncGraph, query: str, kind: str | None, limit:
                          ) -> list[list[Any]]:
     """The symbols a query names, best first (search_entities)."""
     asked, idents = asked_words(query), written(query) | set(IDENTIFIER.findall(query))
-    scored = [(match_score(row[1], asked, idents), row) for row in
+    scored = [(match_score(row[1], row[6] or "", asked, idents), row) for row in
               await candidates(graph, query, kind, max(CANDIDATES, limit))]
     return [row for score, row in sorted(scored, key=lambda s: (-s[0], -int(s[1][4]), s[1][1]))
             if score > 0][:limit]
@@ -88,7 +97,7 @@ async def named_symbols(graph: AsyncGraph, query: str) -> list[list[Any]]:
     """The few symbols a question names best, for the graph signal (rows as
     ``ranked_symbols``'), and those tied with the last of them."""
     asked, idents = asked_words(query), written(query)
-    scored = sorted(((match_score(row[1], asked, idents), row) for row in
+    scored = sorted(((match_score(row[1], row[6] or "", asked, idents), row) for row in
                      await candidates(graph, query, None, CANDIDATES)),
                     key=lambda s: (-s[0], s[1][1]))
     scored = [(score, row) for score, row in scored if score > 0]

@@ -3,8 +3,9 @@ reads it): symbols of source code as Entity nodes, keyed by their dotted name.
 
 A code Entity has ``key`` = ``name`` = the dotted name, ``type`` = its kind
 (shared/text/code_symbols.py CODE_TYPES), ``source`` (the memory's source path),
-``start_line``, ``end_line`` and ``words`` (the name's words, for the full-text index:
-``run_until_complete`` is one token there, "run", "until" and "complete" are words).
+``start_line``, ``end_line``, ``words`` (the name's words, for the full-text index:
+``run_until_complete`` is one token there, "run", "until" and "complete" are words) and
+``summary`` (its docstring's first sentence, also in the full-text index).
 The chunk that holds a definition's first line MENTIONS it with ``role`` "defines"; a chunk
 that refers to a symbol some file of the namespace defines MENTIONS it with ``role`` "uses",
 its ``count`` of references and their ``lines``. Relations between symbols are RELATED edges
@@ -74,7 +75,8 @@ CALL {
   WITH en WHERE en.chunk IN ids
   MERGE (e:Entity {id: en.id})
   SET e.key = en.key, e.name = en.name, e.type = en.type, e.source = en.source,
-      e.start_line = en.start_line, e.end_line = en.end_line, e.words = en.words
+      e.start_line = en.start_line, e.end_line = en.end_line, e.words = en.words,
+      e.summary = en.summary
 }
 CALL {
   WITH ids UNWIND $mentions AS mn
@@ -120,14 +122,14 @@ DETACH DELETE e
 """
 
 # ---- reads (services/query/symbols.py) ----
-# symbols whose name's words match $q (RediSearch syntax on the words field alone, so a
-# prose namespace's entities never come back here): id, key, name, type, mentions, score
+# symbols whose name's or summary's words match $q (RediSearch syntax on those fields
+# alone, which prose entities lack): id, key, name, type, mentions, score, summary
 SYMBOL_WORDS = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
 WITH e, score WHERE e.source IS NOT NULL AND ($type IS NULL OR e.type = $type)
 WITH e, score ORDER BY score DESC LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
-RETURN e.id, e.key, e.name, e.type, count(m), score
+RETURN e.id, e.key, e.name, e.type, count(m), score, e.summary
 """
 SYMBOL_PLACES = """
 UNWIND $ids AS id MATCH (e:Entity {id: id}) WHERE e.source IS NOT NULL

@@ -29,9 +29,11 @@ SCHEMA = (
     "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
     "CREATE INDEX FOR (e:Entity) ON (e.id)",
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.name)",
-    # code symbols (shared/store/cypher_code.py): their names' words, and the names a chunk
-    # refers to (an array: `name IN c.code_targets` is an index scan)
+    # code symbols (shared/store/cypher_code.py): their names' words and docstrings' first
+    # sentences, and the names a chunk refers to (an array: `name IN c.code_targets` is an
+    # index scan)
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.words)",
+    "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.summary)",
     "CREATE INDEX FOR (c:Chunk) ON (c.code_targets)",
 )
 # dimension and HNSW options are integers from Settings, passed as parameters

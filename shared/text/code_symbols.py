@@ -33,6 +33,8 @@ from zapomni.shared.text.chunking import LANGUAGES
 
 CODE_TYPES = ("module", "class", "function", "method", "constant")
 MAX_REFERENCES = 20_000  # references read from one file, at most (bounded like the file)
+MAX_SUMMARY = 200  # characters of a docstring's first sentence kept
+_SENTENCE = re.compile(r"(?<=[.!?])\s")
 _CONSTANT = re.compile(r"^_*[A-Z][A-Z0-9_]*$")
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SELF = ("self", "cls")
@@ -50,6 +52,7 @@ class Definition:
     kind: str  # one of CODE_TYPES
     start_line: int
     end_line: int
+    summary: str = ""  # the first sentence of its docstring (Python)
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,9 @@ class PythonReader:
         self.top: set[str] = set()  # the module's own top-level names
 
     def read(self, root: Node) -> None:
+        module = self.symbols.definitions[0]
+        self.symbols.definitions[0] = Definition(module.name, module.kind, module.start_line,
+                                                 module.end_line, docstring(root))
         self.define(root, self.module, in_class=False)
         self.names = {d.name for d in self.symbols.definitions}
         self.top = {d.name.rsplit(".", 1)[1] for d in self.symbols.definitions
@@ -162,21 +168,23 @@ class PythonReader:
         for child in node.named_children:
             target = child.child_by_field_name("definition") or child
             start = line(child)
-            if target.type == "class_definition":
+            if target.type in ("class_definition", "function_definition"):
                 name = f"{scope}.{text_of(target.child_by_field_name('name'))}"
-                self.add(name, "class", start, end_line(target))
-                self.define(target.child_by_field_name("body") or target, name, True)
-            elif target.type == "function_definition":
-                name = f"{scope}.{text_of(target.child_by_field_name('name'))}"
-                self.add(name, "method" if in_class else "function", start, end_line(target))
+                body = target.child_by_field_name("body")
+                kind = ("class" if target.type == "class_definition"
+                        else "method" if in_class else "function")
+                self.add(Definition(name, kind, start, end_line(target), docstring(body)))
+                if kind == "class":
+                    self.define(body or target, name, True)
             elif child.type == "expression_statement" and not in_class and scope == self.module:
                 for constant in assigned_constants(child):
-                    self.add(f"{scope}.{constant}", "constant", start, end_line(child))
+                    self.add(Definition(f"{scope}.{constant}", "constant", start,
+                                        end_line(child)))
             elif child.type in _PY_BLOCKS:
                 self.define(child, scope, in_class)
 
-    def add(self, name: str, kind: str, start: int, end: int) -> None:
-        self.symbols.definitions.append(Definition(name, kind, start, end))
+    def add(self, definition: Definition) -> None:
+        self.symbols.definitions.append(definition)
 
     # ---- references ----
 
@@ -301,6 +309,18 @@ class PythonReader:
     def refer(self, source: str, target: str, kind: str, node: Node) -> None:
         if target and len(self.symbols.references) < MAX_REFERENCES:
             self.symbols.references.append(Reference(source, target, kind, line(node)))
+
+
+def docstring(body: Node | None) -> str:
+    """The first sentence of the docstring opening a module, class or function body."""
+    first = body.named_children[0] if body is not None and body.named_children else None
+    if first is None or first.type != "expression_statement" or not first.named_children \
+            or first.named_children[0].type != "string":
+        return ""
+    text = "".join(text_of(part) for part in first.named_children[0].named_children
+                   if part.type == "string_content")
+    paragraph = " ".join(text.strip().split("\n\n", 1)[0].split())
+    return _SENTENCE.split(paragraph, 1)[0][:MAX_SUMMARY]
 
 
 def binds(node: Node) -> bool:

@@ -154,3 +154,11 @@ def test_each_definition_and_reference_belongs_to_the_chunk_holding_its_line():
     contribute(memory, {"mem_x:0", "mem_x:1", "mem_x:2"}, whole)
     assert sorted(e["name"] for e in whole.entities) == sorted(
         d.name for d in memory.symbols.definitions)
+
+
+def test_a_definition_carries_its_docstrings_first_sentence():
+    text = ('"""Shapes. And more."""\n\nclass A:\n    """An A.\n\n    Details."""\n\n'
+            '    def f(self):\n        """Return\n        one. Or two."""\n        return 1\n')
+    symbols = read_symbols(text, "python", "m.py")
+    assert [(d.name, d.summary) for d in symbols.definitions] == [
+        ("m", "Shapes."), ("m.A", "An A."), ("m.A.f", "Return one.")]
