@@ -248,7 +248,9 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
     async def search_entities(query: str, type: str | None = None, limit: int = 10,
                               namespace: str | None = None) -> dict[str, Any]:
         """Find entities of the knowledge graph by name (1-500 characters), best match first,
-        with how many passages mention each. type (optional): one of """ + ", ".join(
+        with how many passages mention each; symbols of source code also by dotted name or
+        the words of their name or docstring, with their file and lines. type (optional):
+        one of """ + ", ".join(
             ENTITY_TYPES) + """. limit: 1-100."""
         with tool_call("search_entities"):
             request = convert({"query": query.strip() if isinstance(query, str) else query,
@@ -261,7 +263,9 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                          namespace: str | None = None) -> dict[str, Any]:
         """One entity (by name or entity_id): its related entities with weights (how many
         passages have both in one sentence; depth=2 adds their neighbours) and the passages
-        that mention it."""
+        that mention it. A symbol of source code (by dotted name or its last parts) also
+        shows where it is defined, the passages that use it and its relations (defines,
+        imports, inherits, calls, uses)."""
         with tool_call("get_entity"):
             request = convert({"name_or_id": name_or_id.strip() if isinstance(
                 name_or_id, str) else name_or_id, "depth": depth,

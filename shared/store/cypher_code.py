@@ -2,7 +2,7 @@
 reads it): symbols of source code as Entity nodes, keyed by their dotted name.
 
 A code Entity has ``key`` = ``name`` = the dotted name, ``type`` = its kind
-(shared/text/code_symbols.py CODE_TYPES), ``source`` (the memory's source path),
+(shared/text/entities.py CODE_TYPES), ``source`` (the memory's source path),
 ``start_line``, ``end_line``, ``words`` (the name's words, for the full-text index:
 ``run_until_complete`` is one token there, "run", "until" and "complete" are words) and
 ``summary`` (its docstring's first sentence, also in the full-text index).

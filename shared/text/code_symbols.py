@@ -31,7 +31,6 @@ from tree_sitter import Language, Node, Parser
 
 from zapomni.shared.text.chunking import LANGUAGES
 
-CODE_TYPES = ("module", "class", "function", "method", "constant")
 MAX_REFERENCES = 20_000  # references read from one file, at most (bounded like the file)
 MAX_SUMMARY = 200  # characters of a docstring's first sentence kept
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
@@ -49,7 +48,7 @@ _PY_BINDING = {"parameters", "typed_parameter", "aliased_import", "dotted_name",
 @dataclass(frozen=True)
 class Definition:
     name: str  # dotted
-    kind: str  # one of CODE_TYPES
+    kind: str  # one of CODE_TYPES (shared/text/entities.py)
     start_line: int
     end_line: int
     summary: str = ""  # the first sentence of its docstring (Python)

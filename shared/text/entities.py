@@ -15,8 +15,10 @@ KEEP_LABELS = {
     "FAC": "place", "NORP": "group", "PRODUCT": "product", "EVENT": "event",
     "WORK_OF_ART": "work", "LAW": "law", "LANGUAGE": "language",
 }
+# the kinds of symbols of source code (shared/text/code_symbols.py: exact, from the syntax tree)
+CODE_TYPES = ("module", "class", "function", "method", "constant")
 # "unknown": where the model's type is not to be trusted (shared/text/nertext.py)
-ENTITY_TYPES = tuple(sorted({*KEEP_LABELS.values(), UNKNOWN}))
+ENTITY_TYPES = tuple(sorted({*KEEP_LABELS.values(), UNKNOWN, *CODE_TYPES}))
 MAX_NAME = 120
 
 _SPACE = re.compile(r"\s+")

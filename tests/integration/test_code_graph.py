@@ -54,6 +54,9 @@ async def test_symbols_are_found_with_their_definition_and_their_uses(client, se
                                    defined, defined + 1)
     dotted = await call(client, "search_entities", query="Square.area", namespace=NS)
     assert dotted["results"][0]["name"] == "pkg.report.Square.area"
+    methods = await call(client, "search_entities", query="area", type="method", namespace=NS)
+    assert {e["name"] for e in methods["results"]} == {"pkg.report.Square.area",
+                                                       "pkg.shapes.Shape.area"}
 
     entity = await call(client, "get_entity", name_or_id="square_area", namespace=NS)
     assert entity["entity"]["name"] == "pkg.shapes.square_area"
