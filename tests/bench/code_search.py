@@ -6,8 +6,9 @@ The sources of the installed Python's asyncio package and of urllib3 (its Python
 its JavaScript web worker) go in through the front's code path, each file one memory with
 metadata source (the path under site-packages), type "code" and language, twice: into the
 namespace "code" (language set: the CodeSplitter of shared/text/chunking.py) and into "text"
-(no language: the plain TextSplitter). Entity extraction is off (graph_auto false): names in
-source code are not people or places. Real arq workers (in-process, burst) embed and write;
+(no language: the plain TextSplitter). Entity extraction is off (graph_auto false): this
+bench compares splitters; the code graph and graph mode are tests/bench/code_graph.py's. Real
+arq workers (in-process, burst) embed and write;
 every question (tests/bench/code_questions.json) is searched with limit 5 in each mode.
 
 Metrics, per namespace and mode: file@1 and file@5 (the answer's file is the first result /

@@ -109,3 +109,26 @@ async def test_a_deleted_file_takes_its_symbols_and_a_re_added_one_links_again(
     await run_workers(settings)
     entity = await call(client, "get_entity", name_or_id="square_area", namespace=NS)
     assert [u["source"] for u in entity["uses"]] == ["pkg/report.py"]
+
+
+GRAPH = """
+MATCH (e:Entity) OPTIONAL MATCH (c:Chunk)-[m:MENTIONS]->(e)
+WITH e, collect([c.id, m.role, m.count, m.lines]) AS mentions
+OPTIONAL MATCH (e)-[x:RELATED]->(n:Entity)
+RETURN e.name, e.type, e.source, e.start_line, e.end_line, mentions,
+       collect([n.name, x.kind, x.weight]) ORDER BY e.name
+"""
+
+
+def settled(rows: list) -> list:
+    return [[*row[:5], sorted(row[5]), sorted(row[6])] for row in rows]
+
+
+async def test_a_rebuild_writes_the_same_code_graph(client, settings, files):
+    before = settled(await query(settings, GRAPH, namespace=NS))
+    assert len(before) == 10
+    receipt = await call(client, "build_graph", namespace=NS, rebuild=True)
+    await run_workers(settings)
+    task = await call(client, "graph_status", task_id=receipt["task_id"])
+    assert (task["state"], task["progress"]["done"]) == ("done", task["progress"]["total"])
+    assert settled(await query(settings, GRAPH, namespace=NS)) == before
