@@ -23,7 +23,8 @@ from falkordb.asyncio.graph import AsyncGraph
 from zapomni.shared.store import cypher_code
 from zapomni.shared.store.graphstore import execute, run
 from zapomni.shared.text.chunking import code_language
-from zapomni.shared.text.code_symbols import Definition, Symbols, name_words, read_symbols
+from zapomni.shared.text.code_symbols import name_words, read_symbols
+from zapomni.shared.text.code_tree import Definition, Symbols
 from zapomni.shared.text.entities import entity_id
 
 MAX_TARGETS = 1024  # names one chunk refers to, kept (a 256-token chunk holds ~100)

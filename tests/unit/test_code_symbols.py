@@ -9,12 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zapomni.shared.text.code_symbols import (
-    Reference,
-    module_name,
-    name_words,
-    read_symbols,
-)
+from zapomni.shared.text.code_symbols import module_name, name_words, read_symbols
+from zapomni.shared.text.code_tree import Reference
 from zapomni.workers.code_graph import CodeMemory, Contribution, contribute, owner
 
 DATA = Path(__file__).parents[1] / "data"
