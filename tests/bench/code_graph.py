@@ -10,8 +10,9 @@ for a user. Then:
 1. Precision: ``--sample`` entities drawn at random (seeded) from the namespace's graph, each
    judged against an independent parser: Python's ``ast`` on the same installed file must hold
    a definition of that dotted name (module, class, function, method, or a module-level
-   UPPER_CASE constant) of that kind, starting and ending on the entity's lines. An entity of
-   the JavaScript file is judged by its first line naming it. An entity without a source
+   UPPER_CASE constant) of that kind, starting and ending on the entity's lines. A module is
+   its file's dotted name over all its lines; another entity of the JavaScript file is judged
+   by its first line naming it. An entity without a source
    (what spaCy writes) is a miss. Misses are printed (a sample).
 2. The 42 where-is questions of tests/bench/code_questions.json, searched with limit 5 in each
    of ``--modes``: file@1, file@5, lines@5, MRR@5 as in code_search.
@@ -51,7 +52,7 @@ def ast_definitions(text: str, module: str) -> dict[str, tuple[str, int, int]]:
     """dotted name -> (kind, first line, last line) of every definition ast sees at module
     and class level (functions inside functions are locals, not symbols)."""
     tree = ast.parse(text)
-    found = {module: ("module", 1, max(1, len(text.splitlines())))}
+    found: dict[str, tuple[str, int, int]] = {}
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
         for node in body:
@@ -94,6 +95,10 @@ def judge(row: list, files: dict[str, str], parsed: dict) -> str:
     if not source or source not in files:
         return f"no source file ({source!r})"
     text = files[source]
+    if kind == "module":
+        truth = ("module", 1, text.count("\n") + (not text.endswith("\n")))
+        return "" if name == module_name(source) and (kind, start, end) == truth \
+            else f"a module is {module_name(source)} at {truth}"
     if not source.endswith(".py"):
         lines = text.splitlines()
         line = lines[start - 1] if start and 0 < start <= len(lines) else ""
