@@ -11,6 +11,7 @@ with the question but names what the question's entity is related to.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -190,9 +191,10 @@ class Named:
 
 async def named_in(graph: AsyncGraph, query: str) -> Named:
     """The graph signal's first hop (the mention counts of named entities come with them)."""
-    mentions = {row[0]: int(row[4]) for row in await named_entities(graph, query)}
-    # symbols of code the question names (services/query/symbols.py; none in prose)
-    mentions.update({row[0]: int(row[4]) for row in await named_symbols(graph, query)})
+    # with the symbols of code the question names (services/query/symbols.py; none in prose)
+    names, symbols = await asyncio.gather(named_entities(graph, query),
+                                          named_symbols(graph, query))
+    mentions = {row[0]: int(row[4]) for row in [*names, *symbols]}
     direct = frozenset(mentions)
     near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:
