@@ -6,17 +6,31 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 from zapomni.shared.text.nertext import UNKNOWN
+from zapomni.shared.text.places import is_place
 
-# named things; dates, numbers, money and ordinals make hubs, not knowledge
+PERSON, PLACE = "person", "place"
+# named things; dates, numbers, money and ordinals make hubs, not knowledge. These are what
+# the model says of a mention (MENTIONS.type, Entity.ner_type), not what is shown
 KEEP_LABELS = {
-    "PERSON": "person", "ORG": "organization", "GPE": "place", "LOC": "place",
-    "FAC": "place", "NORP": "group", "PRODUCT": "product", "EVENT": "event",
+    "PERSON": PERSON, "ORG": "organization", "GPE": PLACE, "LOC": PLACE,
+    "FAC": PLACE, "NORP": "group", "PRODUCT": "product", "EVENT": "event",
     "WORK_OF_ART": "work", "LAW": "law", "LANGUAGE": "language",
 }
-# "unknown": where the model's type is not to be trusted (shared/text/nertext.py)
-ENTITY_TYPES = tuple(sorted({*KEEP_LABELS.values(), UNKNOWN}))
+MODEL_TYPES = frozenset({*KEEP_LABELS.values(), UNKNOWN})
+# The types an entity of prose is shown with (prose_type): a place the gazetteer confirms, a
+# person its mentions agree on, else none ("unknown"). The model's organisation, product,
+# event, work, law, language and group are not shown: the small model is right on them too
+# seldom to show (docs/benchmarks.md, "Knowledge graph"), and no set here judges them.
+PROSE_TYPES = (PERSON, PLACE, UNKNOWN)
+ENTITY_TYPES = tuple(sorted(PROSE_TYPES))  # what search_entities' type filter accepts
+# a person: at least this share of the mentions typed PERSON by the model (all of one or
+# two, two of three). The chat set's people (tests/bench/chat.py) came out right 1.00 of
+# those shown at 2/3; at one half, names the model calls a person as often as something
+# else are shown as people too
+PERSON_SHARE = 2 / 3
 MAX_NAME = 120
 
 _SPACE = re.compile(r"\s+")
@@ -56,3 +70,20 @@ def entity_id(key: str) -> str:
 def entity_type(label: str) -> str | None:
     """Our type for a spaCy label, or None for labels that are not kept."""
     return KEEP_LABELS.get(label)
+
+
+def prose_type(key: str, said: Mapping[str, int], person_word: bool = False) -> str:
+    """The type an entity of prose is shown with, from its key, how many of its mentions
+    the model gave each type (``said``) and whether its one word begins or ends the name of
+    a person in the namespace (``person_word``: "Marta" beside "Marta Kowalczyk"). A place
+    when the gazetteer has the name and the model read it as a name (its mentions are not
+    mostly "unknown", as on technical text), whatever type the model gave it ("Kraków",
+    typed PERSON) — unless it is a word of a person's name; a person when PERSON_SHARE of
+    its mentions say so; else "unknown"."""
+    total = sum(said.values())
+    if not total:
+        return UNKNOWN
+    most = max(said.items(), key=lambda item: (item[1], item[0] != UNKNOWN))[0]
+    if most != UNKNOWN and not person_word and is_place(key):
+        return PLACE
+    return PERSON if said.get(PERSON, 0) >= PERSON_SHARE * total else UNKNOWN

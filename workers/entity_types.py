@@ -1,0 +1,91 @@
+"""The shown type and the alias of the entities a graph batch or a delete touched.
+
+An entity of prose is shown as a place the gazetteer confirms, a person its mentions agree
+on, else without a type (shared/text/entities.py ``prose_type``). A one-word name that begins
+or ends exactly one person's name in the namespace is that person: an edge SAME_AS from it to
+the person (shared/store/cypher_alias.py), recomputed whenever either side is touched, so a
+second "Marta Nowak" or the delete of Marta Kowalczyk's memories undoes the merge. What is
+read per batch: the touched entities' mentions and, for each word a touched name begins or
+ends with, one index lookup; never the namespace's entities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+from falkordb.asyncio.graph import AsyncGraph
+
+from zapomni.shared.store import cypher_alias
+from zapomni.shared.store.graphstore import run
+from zapomni.shared.text.entities import MODEL_TYPES, entity_id, prose_type
+from zapomni.shared.text.places import gazetteer
+
+BATCH = 1000  # entities per statement
+
+
+def ends(key: str) -> tuple[str | None, str | None]:
+    """The first and last word of a name of two words or more (None, None for one word)."""
+    words = key.split(" ")
+    return (words[0], words[-1]) if len(words) > 1 else (None, None)
+
+
+def words_of(keys: list[str]) -> set[str]:
+    """The one-word names these keys are, or begin or end with."""
+    out: set[str] = set()
+    for key in keys:
+        first, last = ends(key)
+        out.update((first, last) if first else (key,))
+    return out
+
+
+async def mention_types(graph: AsyncGraph, ids: list[str]) -> dict[str, tuple[str, dict]]:
+    """id -> (key, mentions per type the model gave) of those of ``ids`` still mentioned."""
+    found: dict[str, tuple[str, dict]] = {}
+    for start in range(0, len(ids), BATCH):
+        rows = await run(graph, cypher_alias.MENTION_TYPES, {"ids": ids[start:start + BATCH]})
+        for eid, key, kind, count in rows:
+            found.setdefault(eid, (key, defaultdict(int)))[1][kind] += int(count)
+    return found
+
+
+def type_row(eid: str, key: str, said: dict, person_word: bool = False) -> dict:
+    """What SET_TYPES writes for one entity: its shown type, the type most of its mentions
+    have (``ner_type``: what it was shown with before, kept for the graph signal's plural
+    rule), and its first and last word."""
+    most = min(said.items(), key=lambda item: (-item[1], item[0]))[0]
+    shown = (prose_type(key, said, person_word)
+             if set(said) <= MODEL_TYPES else most)  # others' types (code) stay theirs
+    first, last = ends(key)
+    return {"id": eid, "type": shown, "ner_type": most, "first": first, "last": last}
+
+
+async def set_types(graph: AsyncGraph, rows: list[dict]) -> None:
+    for start in range(0, len(rows), BATCH):
+        await run(graph, cypher_alias.SET_TYPES, {"rows": rows[start:start + BATCH]})
+
+
+async def settle(graph: AsyncGraph, ids: list[str], keys: list[str] = ()) -> None:
+    """Type the entities ``ids`` and set again the aliases of every one-word name among them
+    or that one of their names (or ``keys``: names just deleted) begins or ends with."""
+    await asyncio.to_thread(gazetteer)  # loaded once per process, off the event loop
+    found = await mention_types(graph, sorted(set(ids)))
+    await set_types(graph, [type_row(eid, key, said) for eid, (key, said) in found.items()
+                            if " " in key])
+    words = sorted(words_of([key for key, _ in found.values()] + list(keys)))
+    people: dict[str, int] = {}
+    for start in range(0, len(words), BATCH):
+        rows = await run(graph, cypher_alias.ALIASES, {"words": [
+            {"id": entity_id(word), "word": word} for word in words[start:start + BATCH]]})
+        people.update({eid: int(count) for eid, count in rows})
+    singles = await mention_types(graph, sorted(people))
+    await set_types(graph, [type_row(eid, key, said, people[eid] > 0)
+                            for eid, (key, said) in singles.items()])
+
+
+async def mentioned_keys(graph: AsyncGraph, chunk_ids: list[str]) -> list[str]:
+    """The keys of the entities these chunks mention (their aliases are set again after the
+    chunks' contribution is undone, when those entities may be gone)."""
+    rows = await run(graph, cypher_alias.MENTIONED_KEYS, {"ids": chunk_ids})
+    return [row[0] for row in rows if row[0]]
+
