@@ -18,7 +18,7 @@ from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared.store import cypher_alias
 from zapomni.shared.store.graphstore import run
-from zapomni.shared.text.entities import MODEL_TYPES, entity_id, prose_type
+from zapomni.shared.text.entities import MODEL_TYPES, entity_id, may_be_person, prose_type
 from zapomni.shared.text.places import gazetteer
 
 BATCH = 1000  # entities per statement
@@ -39,24 +39,29 @@ def words_of(keys: list[str]) -> set[str]:
     return out
 
 
-async def mention_types(graph: AsyncGraph, ids: list[str]) -> dict[str, tuple[str, dict]]:
-    """id -> (key, mentions per type the model gave) of those of ``ids`` still mentioned."""
-    found: dict[str, tuple[str, dict]] = {}
+Found = dict[str, tuple[str, str, dict]]
+
+
+async def mention_types(graph: AsyncGraph, ids: list[str]) -> Found:
+    """id -> (key, name, mentions per type the model gave) of those of ``ids`` still
+    mentioned."""
+    found: Found = {}
     for start in range(0, len(ids), BATCH):
         rows = await run(graph, cypher_alias.MENTION_TYPES, {"ids": ids[start:start + BATCH]})
-        for eid, key, kind, count in rows:
-            found.setdefault(eid, (key, defaultdict(int)))[1][kind] += int(count)
+        for eid, key, name, kind, count in rows:
+            found.setdefault(eid, (key, name, defaultdict(int)))[2][kind] += int(count)
     return found
 
 
-def type_row(eid: str, key: str, said: dict, person_word: bool = False) -> dict:
+def type_row(eid: str, key: str, name: str, said: dict, person_word: bool = False) -> dict:
     """What SET_TYPES writes for one entity: its shown type, the type most of its mentions
     have (``ner_type``: what it was shown with before, kept for the graph signal's plural
-    rule), and its first and last word."""
+    rule), and, for a name that may be a person's (``may_be_person``), its first and last
+    word, by which a one-word name finds it."""
     most = min(said.items(), key=lambda item: (-item[1], item[0]))[0]
-    shown = (prose_type(key, said, person_word)
-             if set(said) <= MODEL_TYPES else most)  # others' types (code) stay theirs
-    first, last = ends(key)
+    prose = set(said) <= MODEL_TYPES  # others' types (code) stay theirs
+    shown = prose_type(key, said, person_word) if prose else most
+    first, last = ends(key) if prose and may_be_person(name, said) else (None, None)
     return {"id": eid, "type": shown, "ner_type": most, "first": first, "last": last}
 
 
@@ -70,17 +75,17 @@ async def settle(graph: AsyncGraph, ids: list[str], keys: list[str] = ()) -> Non
     or that one of their names (or ``keys``: names just deleted) begins or ends with."""
     await asyncio.to_thread(gazetteer)  # loaded once per process, off the event loop
     found = await mention_types(graph, sorted(set(ids)))
-    await set_types(graph, [type_row(eid, key, said) for eid, (key, said) in found.items()
-                            if " " in key])
-    words = sorted(words_of([key for key, _ in found.values()] + list(keys)))
+    await set_types(graph, [type_row(eid, *entity) for eid, entity in found.items()
+                            if " " in entity[0]])
+    words = sorted(words_of([entity[0] for entity in found.values()] + list(keys)))
     people: dict[str, int] = {}
     for start in range(0, len(words), BATCH):
         rows = await run(graph, cypher_alias.ALIASES, {"words": [
             {"id": entity_id(word), "word": word} for word in words[start:start + BATCH]]})
         people.update({eid: int(count) for eid, count in rows})
     singles = await mention_types(graph, sorted(people))
-    await set_types(graph, [type_row(eid, key, said, people[eid] > 0)
-                            for eid, (key, said) in singles.items()])
+    await set_types(graph, [type_row(eid, *entity, people[eid] > 0)
+                            for eid, entity in singles.items()])
 
 
 async def mentioned_keys(graph: AsyncGraph, chunk_ids: list[str]) -> list[str]:

@@ -5,9 +5,10 @@ An alias: within a namespace, a one-word name that is the first or last word of 
 longer name of a person is that person ("Marta" = "Marta Kowalczyk"). Nothing is rewritten:
 each mention stays on its own entity and the alias is an edge, ``(:Entity)-[:SAME_AS]->
 (:Entity)``, from the one-word entity to the person, set again for the names a graph batch
-or a delete touched. An Entity of two words or more keeps its key's first and last word
-(``first``, ``last``; indexed: cypher_schema.SCHEMA) so that the people a word names are
-found by index, never by a scan. Reads go through the edge: the person is shown with its
+or a delete touched. An Entity whose name may be a person's (shared/text/entities.py
+``may_be_person``) keeps its key's first and last word (``first``, ``last``; indexed:
+cypher_schema.SCHEMA), so that the people a word names are found by index, never by a
+scan. Reads go through the edge: the person is shown with its
 aliases' mentions, and an alias is not listed on its own.
 """
 
@@ -18,7 +19,7 @@ MENTION_TYPES = """
 UNWIND $ids AS eid
 WITH DISTINCT eid
 MATCH (e:Entity {id: eid})<-[r:MENTIONS]-(:Chunk)
-RETURN e.id, e.key, coalesce(r.type, e.type), sum(coalesce(r.count, 1))
+RETURN e.id, e.key, e.name, coalesce(r.type, e.type), sum(coalesce(r.count, 1))
 """
 # the keys of the entities some chunks mention (before a delete takes them)
 MENTIONED_KEYS = """
@@ -30,7 +31,7 @@ UNWIND $rows AS r
 MATCH (e:Entity {id: r.id})
 SET e.type = r.type, e.ner_type = r.ner_type, e.first = r.first, e.last = r.last
 """
-# Each one-word entity ($words: {id, word}): the people whose name begins or ends with its
+# Each one-word entity ($words: {id, word}): the names of people that begin or end with its
 # word (at most 2 looked at: one is a merge, two are none); its SAME_AS is made to point at
 # the one, or removed. One statement, so the people it counts are the ones it links to
 # (graph parts write in parallel; each writes the types it changes before this runs).
@@ -38,11 +39,11 @@ ALIASES = """
 UNWIND $words AS w
 MATCH (e:Entity {id: w.id})
 CALL {
-  WITH w MATCH (p:Entity {first: w.word}) WHERE p.type = 'person'
+  WITH w MATCH (p:Entity {first: w.word})
   WITH p LIMIT 2 RETURN collect(p.id) AS a
 }
 CALL {
-  WITH w MATCH (p:Entity {last: w.word}) WHERE p.type = 'person'
+  WITH w MATCH (p:Entity {last: w.word})
   WITH p LIMIT 2 RETURN collect(p.id) AS b
 }
 WITH e, a + [x IN b WHERE NOT x IN a] AS people

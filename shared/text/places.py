@@ -12,7 +12,7 @@ import re
 import unicodedata
 
 # alternate names only of cities this large: the alternates of small towns are other
-# people's names and words ("Julia" for Plovdiv, "Stewart" for a town in Venezuela); a
+# people's names and words ("Stewart" and "Turner" for towns of 16,000 and 27,000); a
 # large city's are its names in other languages (Cracow, Varsovia, München)
 ALTERNATES_FROM = 100_000
 _SHORTEST = 4  # an alternate of fewer letters is an airport code or an abbreviation
