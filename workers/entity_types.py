@@ -83,7 +83,8 @@ async def settle(graph: AsyncGraph, ids: list[str], keys: list[str] = ()) -> Non
         rows = await run(graph, cypher_alias.ALIASES, {"words": [
             {"id": entity_id(word), "word": word} for word in words[start:start + BATCH]]})
         people.update({eid: int(count) for eid, count in rows})
-    singles = await mention_types(graph, sorted(people))
+    singles = {eid: found[eid] for eid in people if eid in found}
+    singles.update(await mention_types(graph, sorted(set(people) - set(singles))))
     await set_types(graph, [type_row(eid, *entity, people[eid] > 0)
                             for eid, entity in singles.items()])
 
