@@ -61,9 +61,9 @@ def entity_key(name: str) -> str:
     "Junio C Hamano"; "Jean-Luc" = "jean luc"), and initials written apart written together
     ("J.R.R. Tolkien" = "J. R. R. Tolkien" = "JRR Tolkien" = "jrr tolkien"). Initials are
     not matched to full names: "J. Hamano" may be Junio or another Hamano, and a wrong
-    merge joins two people's relations, which is worse than a missed one. The type is not
-    part of the key — the small model calls one name PERSON here and ORG there; the
-    entity's type is the one most of its mentions have (cypher_graph.REPLACE_CONTRIBUTIONS)."""
+    merge joins two people's relations, which is worse than a missed one (a one-word name
+    is an alias of a full name, reversibly: workers/entity_types.py). The type is not part
+    of the key — the small model calls one name PERSON here and ORG there (prose_type)."""
     key = _NOT_WORD.sub(" ", clean_name(name).casefold()).strip()
     return _INITIALS.sub(lambda run: run.group().replace(" ", ""), key)
 
