@@ -91,7 +91,7 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
     first = await run(graph, cypher_graph.NEIGHBOURS, {"ids": group, "exclude": group,
                                                  "limit": 25}, read_only=True)
     neighbours = [Neighbour(entity_id=r[1], name=r[2], type=r[3], weight=int(r[4]), depth=1)
-                  for r in first]
+                  for r in once_each(first)]
     if ref.depth == 2 and neighbours:
         near = [n.entity_id for n in neighbours[:NEIGHBOURS_PER_ENTITY]]
         second = await run(graph, cypher_graph.NEIGHBOURS, {
@@ -111,6 +111,15 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
         passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
                   for r in passages])
+
+
+def once_each(rows: list[list[Any]]) -> list[list[Any]]:
+    """Neighbour rows, each neighbour once (of a person and its alias: the heavier edge, as
+    the rows come heaviest first)."""
+    once: dict[str, list[Any]] = {}
+    for row in rows:
+        once.setdefault(row[1], row)
+    return list(once.values())
 
 
 async def entity_group(graph: AsyncGraph, eid: str) -> tuple[str, list[str]]:

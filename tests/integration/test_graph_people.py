@@ -59,6 +59,9 @@ async def test_a_place_is_a_place_and_marta_is_the_one_marta(client, settings):
     assert (marta["entity"]["name"], marta["entity"]["type"]) == ("Marta Kowalczyk", "person")
     assert marta["entity"]["mentions"] == 2  # passages: the chat's (Marta) and its own
     assert len(marta["passages"]) == 2
+    # the neighbours of both: Kraków (of both, once), Zakopane (of hers), the park (the chat's)
+    names = [n["name"] for n in marta["neighbours"]]
+    assert sorted(names) == ["Kraków", "Ojców National Park", "Zakopane"]
     found = await call(client, "search_entities", query="Marta", namespace="chat")
     assert [e["name"] for e in found["results"]] == ["Marta Kowalczyk"]
     people = await call(client, "search_entities", query="Marta", type="person",
