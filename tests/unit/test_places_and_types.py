@@ -1,11 +1,13 @@
 """The gazetteer check (shared/text/places.py), the type an entity of prose is shown with
 (shared/text/entities.py ``prose_type``) and the words an alias is looked up by
-(workers/entity_types.py), on the real gazetteer package."""
+(workers/entity_types.py), on the real gazetteer package; and that the graph signal's plural
+rule reads the model's type, not the type shown (services/query/entities.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from zapomni.services.query.entities import is_term_row, named
 from zapomni.shared.text.entities import ENTITY_TYPES, may_be_person, prose_type
 from zapomni.shared.text.places import fold, is_place, written_as_name
 from zapomni.workers.entity_types import ends, type_row, words_of
@@ -116,3 +118,17 @@ def test_the_stored_row_keeps_the_models_type_and_the_ends():
     assert type_row("ent_z", "json loads", "json.loads", {"function": 3}) == {
         "id": "ent_z", "type": "function", "ner_type": "function", "first": None,
         "last": None}
+
+
+@pytest.mark.parametrize(("row", "term"), [
+    # id, key, name, type shown, mentions, score, the type most mentions gave
+    (["e", "mark", "Mark", "unknown", 3, 1.0, "person"], False),  # now shown without a type
+    (["e", "acme", "Acme", "unknown", 3, 1.0, "organization"], False),
+    (["e", "rapamycin", "Rapamycin", "unknown", 3, 1.0, "unknown"], True),
+    (["e", "statin", "statin", "unknown", 3, 1.0, "unknown"], True),
+])
+def test_the_plural_rule_reads_the_models_type_not_the_type_shown(row, term):
+    # the graph signal matches "marks" to a term, never to a name: names shown without a
+    # type since the types hold (issue 35) match as they did
+    assert is_term_row(row) is term
+    assert named([row[1]], {row[1] + "s"}, is_term_row(row)) is term
