@@ -100,8 +100,8 @@ def may_be_person(name: str, said: Mapping[str, int]) -> bool:
     words or more, capitalised (but for particles: "Ludwig van Beethoven"), no place, and
     the model typed at least one mention PERSON. Not PERSON_SHARE: the small model calls a
     friend's name an organisation as often as a person ("Nadia Wieczorek" works at ...), and
-    on the chat set asking for the share left 18 of 80 people as two entities, this 10,
-    with no wrong merge."""
+    on the chat set asking for the share left 18 of 80 people as two entities, this 9,
+    with no wrong merge (docs/benchmarks.md, "People and places on chat")."""
     words = name.split()
     return (len(words) > 1 and said.get(PERSON, 0) > 0 and not is_place(name)
             and all(w[:1].isupper() or w in _PARTICLES for w in words)
