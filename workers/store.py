@@ -28,6 +28,7 @@ from zapomni.shared.store.graphstore import execute, meta_pair
 from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.text.entities import entity_id
 from zapomni.shared.text.words import count_words
+from zapomni.workers.entity_types import mentioned_keys, settle
 from zapomni.workers.extract import ChunkEntities
 
 _decode_json = msgspec.json.Decoder().decode
@@ -274,11 +275,10 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
     return int(result.nodes_created), int(relations or 0)
 
 
-async def retype(graph: AsyncGraph, entity_ids: list[str]) -> None:
-    """Each of these entities takes the type most of its mentions give it."""
-    for start in range(0, len(entity_ids), DELETE_BATCH):
-        await run(graph, cypher_graph.ENTITY_TYPES,
-                  {"ids": entity_ids[start : start + DELETE_BATCH]}, "entities")
+async def retype(graph: AsyncGraph, entity_ids: list[str], keys: list[str] = ()) -> None:
+    """These entities' types and aliases, set again (workers/entity_types.py)."""
+    with FALKORDB_WRITE_SECONDS.labels("entities").time():
+        await settle(graph, entity_ids, keys)
 
 
 async def counted(graph: AsyncGraph, query: str, params: dict, op: str) -> QueryResult:
@@ -293,12 +293,13 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
     nothing left to undo."""
     for start in range(0, len(chunk_ids), DELETE_BATCH):
         ids = chunk_ids[start : start + DELETE_BATCH]
+        keys = await mentioned_keys(graph, ids)
         rows = await run(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
             "chunks": [{"id": cid, "pairs": None} for cid in ids], "entities": [],
             "mentions": [], "related": [], "now": None, "task": None,
             "keep": EVIDENCE_KEEP}, "unlink")
         touched = list(rows[0][2] or []) if rows else []
-        await retype(graph, touched)
+        await retype(graph, touched, keys)
         await run(graph, cypher_code.DROP_UNDEFINED, {"ids": touched}, "unlink")
 
 

@@ -30,7 +30,7 @@ from zapomni.services.query.symbols import (
 from zapomni.shared.protocol.answers import EntityDetail, EntityHit, EntityList, Neighbour, Passage
 from zapomni.shared.protocol.api import EntityRef, EntitySearch
 from zapomni.shared.protocol.errors import InvalidInput, NotFound, shown
-from zapomni.shared.store import cypher_graph, cypher_search
+from zapomni.shared.store import cypher_alias, cypher_graph, cypher_search
 from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run, run_cells
 from zapomni.shared.text.entities import ENTITY_TYPES, entity_id, entity_key
 from zapomni.shared.text.nertext import UNKNOWN
@@ -38,6 +38,7 @@ from zapomni.shared.text.nertext import UNKNOWN
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question
 NEIGHBOURS_PER_ENTITY = 5
+MAX_ALIASES = 50  # aliases of one person read, or named with a question's entities, at most
 NEIGHBOUR_WEIGHT = 0.5
 MAX_POSTINGS = 20_000  # mentions the graph signal sums, at most (rarest entities first)
 # an entity in more than this share of the namespace's chunks (and in more than
@@ -54,12 +55,13 @@ def hit(row: list[Any]) -> EntityHit:
 
 
 async def by_words(graph: AsyncGraph, words: list[str], kind: str | None,
-                   limit: int) -> list[list[Any]]:
-    """Entities whose name contains any of ``words``: id, key, name, type, mentions, score."""
+                   limit: int, query: str = cypher_graph.ENTITY_TEXT) -> list[list[Any]]:
+    """Entities whose name contains any of ``words``: id, key, name, type, mentions, score
+    (and, ENTITY_TEXT, the type the model gave most mentions)."""
     if not words:
         return []
-    return await run(graph, cypher_graph.ENTITY_TEXT, {"q": "|".join(words), "type": kind,
-                                                  "limit": limit}, read_only=True)
+    return await run(graph, query, {"q": "|".join(words), "type": kind, "limit": limit},
+                     read_only=True)
 
 
 async def search_entities(store: GraphStore, request: EntitySearch) -> EntityList:
@@ -70,7 +72,8 @@ async def search_entities(store: GraphStore, request: EntitySearch) -> EntityLis
         return empty
     words = terms(request.query)
     graph = store.graph(request.namespace)
-    rows = await by_words(graph, words, request.type, max(NAME_CANDIDATES, request.limit))
+    rows = await by_words(graph, words, request.type, max(NAME_CANDIDATES, request.limit),
+                          cypher_alias.ENTITY_TEXT)
     asked = set(words)
 
     def rank(row: list[Any]) -> tuple:
@@ -89,23 +92,25 @@ async def search_entities(store: GraphStore, request: EntitySearch) -> EntityLis
 async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
     eid = ref.name_or_id if ENTITY_ID.match(ref.name_or_id) else entity_id(
         entity_key(ref.name_or_id))
-    rows = []
+    rows, group = [], [eid]
     if await namespace_exists(store, ref.namespace):
         graph = store.graph(ref.namespace)
         if not ENTITY_ID.match(ref.name_or_id):  # a symbol of code by its (dotted) name
             eid = await symbol_id(graph, ref.name_or_id) or eid
-        rows = await run(graph, cypher_graph.ENTITY_BY_ID, {"id": eid}, read_only=True)
+        eid, group = await entity_group(graph, eid)
+        rows = await run(graph, cypher_graph.ENTITY_BY_ID, {"id": eid, "ids": group},
+                         read_only=True)
     if not rows:
         raise NotFound(f"name_or_id: no entity {shown(ref.name_or_id)} in namespace "
                        f"'{ref.namespace}'; search_entities finds names")
-    first = await run(graph, cypher_graph.NEIGHBOURS, {"ids": [eid], "exclude": [eid],
+    first = await run(graph, cypher_graph.NEIGHBOURS, {"ids": group, "exclude": group,
                                                  "limit": 25}, read_only=True)
     neighbours = [Neighbour(entity_id=r[1], name=r[2], type=r[3], weight=int(r[4]), depth=1)
-                  for r in first]
+                  for r in once_each(first)]
     if ref.depth == 2 and neighbours:
         near = [n.entity_id for n in neighbours[:NEIGHBOURS_PER_ENTITY]]
         second = await run(graph, cypher_graph.NEIGHBOURS, {
-            "ids": near, "exclude": [eid, *(n.entity_id for n in neighbours)], "limit": 50},
+            "ids": near, "exclude": [*group, *(n.entity_id for n in neighbours)], "limit": 50},
             read_only=True)
         names = {n.entity_id: n.name for n in neighbours}
         seen: set[str] = set()
@@ -115,11 +120,29 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                 neighbours.append(Neighbour(entity_id=r[1], name=r[2], type=r[3],
                                             weight=int(r[4]), depth=2, via=names[r[0]]))
     passages = await run(graph, cypher_graph.PASSAGES,
-                         {"id": eid, "limit": 10, **cypher_search.visible_params()}, read_only=True)
+                         {"ids": group, "limit": 10, **cypher_search.visible_params()},
+                         read_only=True)
     return await with_code(graph, EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
         passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
                   for r in passages]))
+
+
+def once_each(rows: list[list[Any]]) -> list[list[Any]]:
+    """Neighbour rows, each neighbour once (of a person and its alias: the heavier edge, as
+    the rows come heaviest first)."""
+    once: dict[str, list[Any]] = {}
+    for row in rows:
+        once.setdefault(row[1], row)
+    return list(once.values())
+
+
+async def entity_group(graph: AsyncGraph, eid: str) -> tuple[str, list[str]]:
+    """The entity ``eid`` is shown as (the person, when it is an alias of one:
+    shared/store/cypher_alias.py) and the ids of its group: it, then its aliases."""
+    rows = await run(graph, cypher_alias.GROUP, {"id": eid, "limit": MAX_ALIASES},
+                     read_only=True)
+    return (rows[0][0], [rows[0][0], *rows[0][1]]) if rows else (eid, [eid])
 
 
 async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str, list[str]]:
@@ -143,9 +166,11 @@ async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
 
 
 def is_term_row(row: list[Any]) -> bool:
-    """A term of a field (written in lower case, or shown without a type), not a proper name:
-    its plural names it too. A person "Mark" is not named by "marks"."""
-    return row[2] == row[2].lower() or row[3] == UNKNOWN
+    """A term of a field (written in lower case, or that the model's mentions give no type:
+    ENTITY_TEXT's last column, not the shown type, which is "unknown" for any name neither
+    a place nor a person), not a proper name: its plural names it too. A person "Mark" is
+    not named by "marks"."""
+    return row[2] == row[2].lower() or row[-1] == UNKNOWN
 
 
 def plurals(word: str) -> set[str]:
@@ -195,6 +220,10 @@ async def named_in(graph: AsyncGraph, query: str) -> Named:
     names, symbols = await asyncio.gather(named_entities(graph, query),
                                           named_symbols(graph, query))
     mentions = {row[0]: int(row[4]) for row in [*names, *symbols]}
+    if mentions:  # a person's aliases count as the person, and an alias's person as it
+        mentions.update({eid: int(count) for eid, count in await run(
+            graph, cypher_alias.PARTNERS, {"ids": sorted(mentions), "limit": MAX_ALIASES},
+            read_only=True)})
     direct = frozenset(mentions)
     near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:

@@ -47,9 +47,10 @@ RETURN m.id, m.chunk_count ORDER BY m.id
 # take one off their RELATED weight and their evidence, its old MENTIONS go; then its new
 # entities, MENTIONS and pairs are written and the chunk is marked (or, $now null: forgotten).
 # RELATED.weight counts the chunks whose pairs name the edge; RELATED.evidence keeps the last
-# $keep of them. Each MENTIONS keeps the type the chunk gave the entity (see ENTITY_TYPES). An
-# edge left at weight 0 goes, and so does an entity no chunk mentions. Writing a chunk twice
-# replaces its contribution by the same one: idempotent.
+# $keep of them. Each MENTIONS keeps the type the model gave the entity in the chunk (the
+# type shown is made of them: workers/entity_types.py). An edge left at weight 0 goes, and
+# so does an entity no chunk mentions. Writing a chunk twice replaces its contribution by
+# the same one: idempotent.
 REPLACE_CONTRIBUTIONS = """
 UNWIND $chunks AS r
 MATCH (c:Chunk {id: r.id})
@@ -103,19 +104,6 @@ CALL {
 }
 RETURN size(ids), relations, touched
 """
-# an entity's type: the one most of its mentions give it (the first by name on a tie), set
-# again after a batch for every entity it touched (a subquery of the statement above that did
-# this saw none of the mentions the statement had just written: FalkorDB 4.22)
-ENTITY_TYPES = """
-UNWIND $ids AS eid
-WITH DISTINCT eid
-MATCH (e:Entity {id: eid})<-[r:MENTIONS]-(:Chunk)
-WITH e, coalesce(r.type, e.type) AS t, sum(coalesce(r.count, 1)) AS n
-ORDER BY n DESC, t
-WITH e, collect(t)[0] AS best
-SET e.type = best
-"""
-
 # a rebuild of the namespace ends by removing entities no chunk mentions (left by versions
 # that wrote entities and mentions in separate statements)
 DROP_ORPHANS = """
@@ -135,12 +123,15 @@ CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
 WITH e, score WHERE $type IS NULL OR e.type = $type
 WITH e, score ORDER BY score DESC LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
-RETURN e.id, e.key, e.name, e.type, count(m), score
+RETURN e.id, e.key, e.name, e.type, count(m), score, coalesce(e.ner_type, e.type)
 """
+# an entity ($id) with the mentions of its group ($ids: it and its aliases, cypher_alias.GROUP)
 ENTITY_BY_ID = """
 MATCH (e:Entity {id: $id})
-OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
-RETURN e.id, e.key, e.name, e.type, count(m)
+CALL {
+  WITH e UNWIND $ids AS i MATCH (:Entity {id: i})<-[m:MENTIONS]-(:Chunk) RETURN count(m) AS n
+}
+RETURN e.id, e.key, e.name, e.type, n
 """
 NEIGHBOURS = """
 UNWIND $ids AS id
@@ -152,10 +143,10 @@ RETURN id, n.id, n.name, n.type, x.weight ORDER BY x.weight DESC, n.id LIMIT $li
 # "WITH" between the steps keeps the planner walking out from the entity (by its index)
 # instead of scanning every Memory
 PASSAGES = """
-MATCH (e:Entity {id: $id}) WITH e
-MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH r, c
+UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e
+MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH c, sum(r.count) AS count
 MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE """ + VISIBLE + """
-RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
+RETURN m.id, c.id, c.text, count ORDER BY count DESC, c.id LIMIT $limit
 """
 ENTITY_DF = """
 UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id

@@ -28,6 +28,8 @@ SCHEMA = (
     "CREATE INDEX FOR (c:Chunk) ON (c.memory_id)",
     "CREATE FULLTEXT INDEX FOR (c:Chunk) ON (c.text)",
     "CREATE INDEX FOR (e:Entity) ON (e.id)",
+    "CREATE INDEX FOR (e:Entity) ON (e.first)",  # the people a one-word name may be
+    "CREATE INDEX FOR (e:Entity) ON (e.last)",  # (shared/store/cypher_alias.py)
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.name)",
     # code symbols (shared/store/cypher_code.py): their names' words and docstrings' first
     # sentences, and the names a chunk refers to (an array: `name IN c.code_targets` is an

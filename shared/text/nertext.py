@@ -13,7 +13,8 @@ entity mention is given: on technical text (where ``ner_text`` blanked code, lin
 not shapes that prose has too, or that uses two words of programming: ``about_code``)
 the model's types are wrong more often than right (docs/benchmarks.md, "Knowledge graph"),
 so there only a person's name keeps its type and the rest are "unknown" — no type rather
-than a wrong one. An entity's type is the one most of its mentions have.
+than a wrong one. The type an entity is shown with is made of its mentions' types and a
+gazetteer (workers/entity_types.py).
 
 ``kept`` asks a name for evidence that it is one before it is shown: a wrong entity costs a
 user more than a missed one. Anywhere, a name needs a capital letter, a single word must not
