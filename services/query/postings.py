@@ -95,8 +95,8 @@ async def keyword_pool(graph: AsyncGraph, namespace: str, stamp: str,
         if not needs.deeper and not needs.probes:
             break
         if needs.deeper:
-            fetched = await read_tops(graph, {t: None if last else DEEPER * len(tops[t].scores)
-                                              for t in needs.deeper})
+            fetched = await read_tops(graph, {t: None if last else min(
+                EVERY, DEEPER * len(tops[t].scores)) for t in needs.deeper})
         else:
             fetched = await probe(graph, {t: tops[t] for t in needs.probes}, needs.probes)
         tops |= fetched
@@ -106,7 +106,7 @@ async def keyword_pool(graph: AsyncGraph, namespace: str, stamp: str,
 
 
 ROUNDS = 12  # 1,000 x 4^11 postings: every term of any namespace is whole before this
-EVERY = 1 << 62  # a limit no term reaches
+EVERY = 1 << 30  # a limit no term reaches (FalkorDB keeps a LIMIT's low 32 bits: 2^40 is 0)
 
 
 async def read_tops(graph: AsyncGraph, limits: dict[str, int | None]) -> dict[str, TermTop]:
