@@ -31,11 +31,16 @@ from zapomni.services.query.frequencies import StampedCache
 from zapomni.shared.store import cypher_search
 from zapomni.shared.store.graphstore import run_cells
 
-# postings held over all terms (~110 B each: node id, chunk id, score), oldest terms out first
-CACHED_POSTINGS = 2_000_000
+# bytes held over all terms, oldest terms out first: a posting read with its score ~110 B
+# (node id, chunk id, score), a member 4 (as much as 2M postings read whole took before)
+CACHED_BYTES = 220_000_000
+ROW_BYTES = 110
 # a term's first read: its best postings; a term with fewer is read whole
 FIRST_READ = 1_000
 DEEPER = 4  # a prefix that bounds too high is read this many times deeper
+# chunks probed in a term at once (a probe walks the term's postings once per chunk asked:
+# FalkorDB's IN over a list); more: its prefix is read deeper instead
+PROBED_AT_MOST = 64
 # bounds are compared with this margin over the float sums (32 terms' rounding is < 1e-14)
 MARGIN = 1e-9
 Chosen = tuple[str, int, float, list[str]]  # chunk id, node id, sum, the pool terms it holds
@@ -43,16 +48,17 @@ Chosen = tuple[str, int, float, list[str]]  # chunk id, node id, sum, the pool t
 
 class TermTop:
     """A term's postings read so far, best first (node ids, chunk ids, scores, aligned),
-    whether that is all of them, and its score (None: it has none) in chunks probed beyond
-    them."""
+    whether that is all of them, the node ids of all its postings (its members, sorted), and
+    its score in chunks probed beyond the prefix (None: it has none)."""
 
-    __slots__ = ("chunk_ids", "complete", "node_ids", "probed", "scores")
+    __slots__ = ("chunk_ids", "complete", "members", "node_ids", "probed", "scores")
 
     def __init__(self, node_ids: np.ndarray, chunk_ids: np.ndarray, scores: np.ndarray,
-                 complete: bool, probed: dict[int, tuple[str, float] | None] | None = None
-                 ) -> None:
+                 complete: bool, members: np.ndarray | None = None,
+                 probed: dict[int, tuple[str, float] | None] | None = None) -> None:
         self.node_ids, self.chunk_ids, self.scores = node_ids, chunk_ids, scores
         self.complete = complete
+        self.members = np.sort(node_ids) if complete or members is None else members
         self.probed = probed or {}
 
     @property
@@ -62,10 +68,11 @@ class TermTop:
 
     def with_probes(self, found: dict[int, tuple[str, float] | None]) -> TermTop:
         return TermTop(self.node_ids, self.chunk_ids, self.scores, self.complete,
-                       self.probed | found)
+                       self.members, self.probed | found)
 
-    def __len__(self) -> int:
-        return len(self.node_ids) + len(self.probed)
+    def size(self) -> int:
+        return ROW_BYTES * (len(self.node_ids) + len(self.probed)) + (
+            0 if self.complete else self.members.nbytes)
 
 
 class Needs(NamedTuple):
@@ -74,50 +81,77 @@ class Needs(NamedTuple):
     probes: dict[str, list[int]]
 
 
-# (namespace, term) -> TermTop, bounded by the postings held
-CACHE = StampedCache(CACHED_POSTINGS, size=len)
+# (namespace, term) -> TermTop, bounded by the bytes held
+CACHE = StampedCache(CACHED_BYTES, size=TermTop.size)
 
 
 async def keyword_pool(graph: AsyncGraph, namespace: str, stamp: str,
-                       weighted: list[list[Any]], over: int,
+                       weighted: list[list[Any]], df: dict[str, int], over: int,
                        cache: StampedCache = CACHE) -> list[Chosen]:
     """The first ``over`` chunks by sum of idf x score over the ``weighted`` [term, idf]
     pairs, at ``stamp`` (read before: a write in between leaves what is read under the old
-    stamp). Each round reads deeper or probes; every one grows what is known, so after
-    ROUNDS the terms still open are read whole and the pool is final."""
+    stamp); ``df``: each term's postings (a term with no more than FIRST_READ is read whole
+    at once). Each round reads deeper or probes, and each grows what is known; after ROUNDS
+    the terms still open are read whole, and the pool is then the sum over every posting."""
     words = [term for term, _ in weighted]
     tops = cache.get(namespace, stamp, words)
-    read = await read_tops(graph, {w: FIRST_READ for w in words if w not in tops})
+    read = await read_tops(graph, {w: FIRST_READ if df.get(w, 0) > FIRST_READ else None
+                                   for w in words if w not in tops})
     tops |= read
     changed = set(read)
-    for last in [False] * ROUNDS + [True]:
+    for _ in range(ROUNDS):
         chosen, needs = top_pool(weighted, tops, over)
         if not needs.deeper and not needs.probes:
             break
-        if needs.deeper:
-            fetched = await read_tops(graph, {t: None if last else min(
-                EVERY, DEEPER * len(tops[t].scores)) for t in needs.deeper})
-        else:
-            fetched = await probe(graph, {t: tops[t] for t in needs.probes}, needs.probes)
+        fetched = await settle(graph, tops, needs)
         tops |= fetched
         changed |= set(fetched)
+    else:
+        tops |= await read_tops(graph, {t: None for t in words if not tops[t].complete}, tops)
+        changed = set(words)
+        chosen, _ = top_pool(weighted, tops, over)
     cache.put(namespace, stamp, {t: tops[t] for t in changed})
     return chosen
+
+
+async def settle(graph: AsyncGraph, tops: dict[str, TermTop], needs: Needs
+                 ) -> dict[str, TermTop]:
+    """Reads what ``needs`` asks: deeper prefixes, and probes; a term with more than
+    PROBED_AT_MOST chunks to probe is read deeper instead."""
+    probes = {t: nodes for t, nodes in needs.probes.items() if len(nodes) <= PROBED_AT_MOST}
+    deeper = [*needs.deeper, *(t for t in needs.probes if t not in probes)]
+    reading = read_tops(graph, {t: min(EVERY, DEEPER * len(tops[t].scores)) for t in deeper},
+                        tops)
+    if not probes:
+        return await reading
+    fetched, probed = await asyncio.gather(reading, probe(
+        graph, {t: tops[t] for t in probes}, probes))
+    return fetched | probed
 
 
 ROUNDS = 12  # 1,000 x 4^11 postings: every term of any namespace is whole before this
 EVERY = 1 << 30  # a limit no term reaches (FalkorDB keeps a LIMIT's low 32 bits: 2^40 is 0)
 
 
-async def read_tops(graph: AsyncGraph, limits: dict[str, int | None]) -> dict[str, TermTop]:
-    """Each term's best ``limit`` postings (None: all), one query a term, at once."""
+async def read_tops(graph: AsyncGraph, limits: dict[str, int | None],
+                    held: dict[str, TermTop] | None = None) -> dict[str, TermTop]:
+    """Each term's best ``limit`` postings (None: all), one query a term, at once, and its
+    members where ``held`` does not have them yet (a prefix that is not all of it)."""
     terms = list(limits)
-    found = await asyncio.gather(*(run_cells(graph, cypher_search.KEYWORD_TOP, {
-        "term": t, "limit": EVERY if limits[t] is None else limits[t] + 1}) for t in terms))
-    return {t: as_top(rows, limits[t]) for t, rows in zip(terms, found, strict=True)}
+    held = held or {}
+    tops = [run_cells(graph, cypher_search.KEYWORD_TOP, {
+        "term": t, "limit": EVERY if limits[t] is None else limits[t] + 1}) for t in terms]
+    listed = [t for t in terms if t not in held and limits[t] is not None]
+    lists = [run_cells(graph, cypher_search.KEYWORD_MEMBERS, {"term": t}) for t in listed]
+    found = await asyncio.gather(*tops, *lists)
+    members = {t: held[t].members for t in terms if t in held} | {
+        t: as_members(rows) for t, rows in zip(listed, found[len(terms):], strict=True)}
+    return {t: as_top(rows, limits[t], members.get(t))
+            for t, rows in zip(terms, found[: len(terms)], strict=True)}
 
 
-def as_top(rows: list[list[Any]], limit: int | None) -> TermTop:
+def as_top(rows: list[list[Any]], limit: int | None,
+           members: np.ndarray | None = None) -> TermTop:
     """Rows of (node id, chunk id, score), best first; one more than ``limit`` says more."""
     complete = limit is None or len(rows) <= limit
     rows = rows if complete else rows[:limit]
@@ -125,7 +159,15 @@ def as_top(rows: list[list[Any]], limit: int | None) -> TermTop:
         return TermTop(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0), complete)
     node, chunk, score = zip(*rows, strict=True)
     return TermTop(np.array(node, np.int64), np.array(chunk, object),
-                   np.array(score, np.float64), complete)
+                   np.array(score, np.float64), complete, members)
+
+
+def as_members(rows: list[list[Any]]) -> np.ndarray:
+    """KEYWORD_MEMBERS' node ids, one string of decimals joined by commas, sorted (in 32
+    bits where they fit: half the cache)."""
+    text = rows[0][0] if rows else ""
+    members = np.sort(np.array(text.split(","), np.int64)) if text else np.zeros(0, np.int64)
+    return members.astype(np.int32) if len(members) and members[-1] < 1 << 31 else members
 
 
 async def probe(graph: AsyncGraph, tops: dict[str, TermTop], probes: dict[str, list[int]]
@@ -142,8 +184,8 @@ async def probe(graph: AsyncGraph, tops: dict[str, TermTop], probes: dict[str, l
 
 class Known(NamedTuple):
     """What is known of the chunks any term's prefix or probe holds: their node ids (sorted),
-    chunk ids, idf x score per term (0 where none or not known), where a term holds them and
-    where that is known."""
+    chunk ids, idf x score per term (0 where none or not known), where a term holds them
+    (its members) and where its score there is known."""
     nodes: np.ndarray
     chunk_ids: np.ndarray
     parts: np.ndarray
@@ -166,22 +208,28 @@ def known_parts(weighted: list[list[Any]], tops: dict[str, TermTop]) -> Known:
     idf = np.array([weight for _, weight in weighted], np.float64)
     parts = np.zeros((len(every), len(weighted)))
     parts[inverse, column] = np.concatenate(scores) * idf[column]
-    present = np.zeros(parts.shape, bool)
-    present[inverse, column] = True
-    known = present.copy()
+    known = np.zeros(parts.shape, bool)
+    known[inverse, column] = True
+    present = known.copy()
     for column, (term, _) in enumerate(weighted):
-        known[:, column] |= tops[term].complete
+        held = holds(tops[term].members, every)
+        present[:, column] |= held
+        known[:, column] |= ~held | tops[term].complete
         known[among(every, [n for n, v in tops[term].probed.items() if v is None]),
               column] = True
     return Known(every, np.concatenate(chunks)[first], parts, present, known)
 
 
+def holds(members: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Which of ``nodes`` are in ``members`` (sorted)."""
+    at = np.minimum(np.searchsorted(members, nodes), max(len(members) - 1, 0))
+    return members[at] == nodes if len(members) else np.zeros(len(nodes), bool)
+
+
 def among(every: np.ndarray, nodes: list[int]) -> np.ndarray:
     """Where those of ``nodes`` that are in ``every`` (sorted) are in it."""
     wanted = np.array(nodes, np.int64)
-    at = np.searchsorted(every, wanted)
-    inside = at < len(every)
-    return at[inside][every[at[inside]] == wanted[inside]]
+    return np.searchsorted(every, wanted)[holds(every, wanted)]
 
 
 def top_pool(weighted: list[list[Any]], tops: dict[str, TermTop], over: int
@@ -194,13 +242,16 @@ def top_pool(weighted: list[list[Any]], tops: dict[str, TermTop], over: int
     bounds = np.array([weight * tops[term].bound for term, weight in weighted])
     upper = (sums + (~k.known) @ bounds) * (1 + MARGIN)
     floor = np.partition(sums, len(sums) - over)[len(sums) - over] if len(sums) >= over else 0.0
-    open_terms = [i for i, (term, _) in enumerate(weighted) if not tops[term].complete]
-    if open_terms and bounds[open_terms].sum() * (1 + MARGIN) >= floor:
-        return [], Needs(deeper_terms(weighted, bounds, open_terms, floor), {})
+    deeper = unseen_above(weighted, tops, k.nodes, bounds, floor)
+    if deeper:
+        return [], Needs(deeper, {})
     contenders = np.flatnonzero(upper >= floor)
-    unknown = ~k.known[contenders]
-    if unknown.any():
-        return [], Needs([], {weighted[column][0]: k.nodes[contenders[unknown[:, column]]]
+    unsure = contenders[(~k.known[contenders]).any(axis=1)]
+    if len(unsure):
+        # the highest bounds first, ``over`` at most: once known, they raise the floor
+        unsure = unsure[np.argsort(-upper[unsure], kind="stable")[:over]]
+        unknown = ~k.known[unsure]
+        return [], Needs([], {weighted[column][0]: k.nodes[unsure[unknown[:, column]]]
                               .tolist() for column in np.flatnonzero(unknown.any(axis=0))})
     best = sorted(zip((-sums[contenders]).tolist(), k.chunk_ids[contenders].tolist(),
                       contenders.tolist(), strict=True))[:over]
@@ -208,19 +259,23 @@ def top_pool(weighted: list[list[Any]], tops: dict[str, TermTop], over: int
         k.present[at])]) for neg, cid, at in best], Needs([], {})
 
 
-def deeper_terms(weighted: list[list[Any]], bounds: np.ndarray, open_terms: list[int],
-                 floor: float) -> list[str]:
-    """The open terms, highest bound first, until the bounds of the rest are below the
-    floor: those must be read deeper for a chunk no prefix holds to be ruled out."""
-    order = sorted(open_terms, key=lambda i: -bounds[i])
-    rest = bounds[open_terms].sum()
-    chosen = []
-    for i in order:
-        chosen.append(weighted[i][0])
-        rest -= bounds[i]
-        if rest * (1 + MARGIN) < floor:
-            break
-    return chosen
+def unseen_above(weighted: list[list[Any]], tops: dict[str, TermTop], seen: np.ndarray,
+                 bounds: np.ndarray, floor: float) -> list[str]:
+    """The open terms that hold a chunk no prefix or probe has (``seen``) whose bound (the
+    sum of the bounds of the terms it is a member of) reaches ``floor``: those are read
+    deeper. None when the sum of all open terms' bounds is below it."""
+    open_terms = [i for i, (term, _) in enumerate(weighted) if not tops[term].complete]
+    if not open_terms or bounds[open_terms].sum() * (1 + MARGIN) < floor and floor > 0:
+        return []
+    lists = [tops[weighted[i][0]].members for i in open_terms]
+    nodes = np.concatenate(lists)
+    weights = np.repeat(bounds[open_terms], [len(m) for m in lists])
+    unseen = ~holds(seen, nodes)
+    unique, inverse = np.unique(nodes[unseen], return_inverse=True)
+    reach = np.bincount(inverse, weights=weights[unseen], minlength=len(unique))
+    high = unique[reach * (1 + MARGIN) >= floor]
+    return [weighted[i][0] for i, m in zip(open_terms, lists, strict=True)
+            if holds(m, high).any()]
 
 
 def pool_rows(chosen: list[Chosen], rows: list[list[Any]], pool: int) -> list[list[Any]]:

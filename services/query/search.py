@@ -244,7 +244,7 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     pool = max(params["depth"], pool)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common)
-    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, params, pool)
+    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, df, params, pool)
     if not request.filters.active:
         rows = await everywhere
         return rescore(rows, rows, rarity)[:params["depth"]]
@@ -255,11 +255,11 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
 
 
 async def unfiltered_pool(graph: AsyncGraph, namespace: str, stamp: str | None,
-                          chosen: list[list[Any]], params: dict[str, Any],
+                          chosen: list[list[Any]], df: dict[str, int], params: dict[str, Any],
                           pool: int) -> list[list[Any]]:
     """The pool's rows without filters: the best ``2 x pool`` chunks by the sum, then the
     first ``pool`` of them that are visible."""
-    best = await keyword_pool(graph, namespace, stamp, chosen, 2 * pool)
+    best = await keyword_pool(graph, namespace, stamp, chosen, df, 2 * pool)
     found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
         "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
         "superseded": params["superseded"]})

@@ -70,6 +70,13 @@ KEYWORD_TOP = (
     "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
     "WITH c, score ORDER BY score DESC LIMIT $limit RETURN id(c), c.id, score"
 )
+# the node ids of all a term's postings, as one string of decimals joined by commas: a
+# posting costs ~0.1 us to parse so, against ~5 us as a row of cells (services/query/postings.py
+# needs them to know which chunks a term is not in)
+KEYWORD_MEMBERS = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c "
+    "RETURN string.join(collect(toString(id(c))), ',')"
+)
 # a term's score in given chunks: $probes, [term, [node id, ...]] pairs; a chunk the term is
 # not in has no row
 KEYWORD_PROBE = (

@@ -167,34 +167,38 @@ async def ask(store, embedder, client, settings, queries, mode: str) -> tuple[li
 
 
 class Reads:
-    """The postings the keyword pool reads (postings.read_tops and postings.probe, wrapped):
-    rows that crossed the wire, and the postings FalkorDB walked for them (a read or a probe
-    of a term walks every posting of it: its document frequency)."""
+    """What the keyword pool reads (postings.read_tops and postings.probe, wrapped): rows
+    with a score that crossed the wire (prefixes, probes), members (node ids only, as one
+    string), and the postings FalkorDB walked for them (a read, a member list or a probe of a
+    term walks every posting of it: its document frequency)."""
 
     def __init__(self) -> None:
-        self.rows, self.walked = 0, 0
+        self.rows, self.members, self.walked = 0, 0, 0
         self.plain = postings_cache.read_tops, postings_cache.probe
 
     def __enter__(self) -> Reads:
         read_tops, probe = self.plain
 
-        async def counted_read(graph, limits):
-            found = await read_tops(graph, limits)
-            self.count(limits, sum(len(top.scores) for top in found.values()))
+        async def counted_read(graph, limits, held=None):
+            found = await read_tops(graph, limits, held)
+            listed = [t for t in limits if t not in (held or {}) and limits[t] is not None]
+            self.rows += sum(len(top.scores) for top in found.values())
+            self.members += sum(len(found[t].members) for t in listed)
+            self.walked += self.df([*limits, *listed])
             return found
 
         async def counted_probe(graph, tops, probes):
             found = await probe(graph, tops, probes)
-            self.count(probes, sum(len(found[t]) - len(tops[t]) for t in probes))
+            self.rows += sum(len(found[t].probed) - len(tops[t].probed) for t in probes)
+            self.walked += self.df(probes)
             return found
 
         postings_cache.read_tops, postings_cache.probe = counted_read, counted_probe
         return self
 
-    def count(self, terms, rows: int) -> None:
-        self.rows += rows
-        self.walked += sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1]
-                           for t in terms)
+    @staticmethod
+    def df(terms) -> int:
+        return sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1] for t in terms)
 
     def __exit__(self, *exc) -> None:
         postings_cache.read_tops, postings_cache.probe = self.plain
@@ -203,17 +207,18 @@ class Reads:
 async def variant(name: str, store, embedder, client, settings, queries, doc_of) -> dict:
     frequencies.CACHE.clear()
     postings_cache.CACHE.clear()
-    rows, walked = [], []
+    rows, members, walked = [], [], []
     with Reads() as reads:
         cold = []
         for query in queries:
-            before = reads.rows, reads.walked
+            before = reads.rows, reads.members, reads.walked
             times, _ = await ask(store, embedder, client, settings, [query], "hybrid")
             cold += times
             rows.append(reads.rows - before[0])
-            walked.append(reads.walked - before[1])
+            members.append(reads.members - before[1])
+            walked.append(reads.walked - before[2])
         warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
-        warm_rows = reads.rows - sum(rows)
+        warm_rows = reads.rows + reads.members - sum(rows) - sum(members)
     timed, keyword = await ask(store, embedder, client, settings, queries, "keyword")
 
     def quality(ranked: list[list[str]]) -> float:
@@ -224,6 +229,7 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
            "p50": pct(warm, 50), "p95": pct(warm, 95), "keyword_p50": pct(timed, 50),
            "keyword_p95": pct(timed, 95), "ndcg_hybrid": quality(hybrid),
            "ndcg_keyword": quality(keyword), "rows_p50": pct(rows, 50), "rows_p95": pct(rows, 95),
+           "members_p50": pct(members, 50), "members_p95": pct(members, 95),
            "walked_p50": pct(walked, 50), "walked_p95": pct(walked, 95),
            "warm_rows": warm_rows, "held": postings_cache.CACHE.held,
            "top10": hybrid, "keyword_top10": keyword}
@@ -231,7 +237,8 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
           f"{row['cold_p50']}/{row['cold_p95']}), keyword {row['keyword_p50']}/"
           f"{row['keyword_p95']} ms, nDCG@10 hybrid {row['ndcg_hybrid']} "
           f"keyword {row['ndcg_keyword']}; first ask read p50/p95 {row['rows_p50']}/"
-          f"{row['rows_p95']} rows, walked {row['walked_p50']}/{row['walked_p95']}; "
+          f"{row['rows_p95']} rows, {row['members_p50']}/{row['members_p95']} members, "
+          f"walked {row['walked_p50']}/{row['walked_p95']}; "
           f"warm pass read {warm_rows}; cache held {row['held']}", flush=True)
     return row
 
@@ -343,15 +350,17 @@ def table(report: dict) -> str:
              "| variant | hybrid p50 / p95 ms | first ask p50 / p95 ms | keyword p50 / p95 ms | "
              "nDCG@10 hybrid | nDCG@10 keyword | hybrid top 10 as the first (hits) | "
              "keyword top 10 as the first (hits) | first ask rows read p50 / p95 | "
-             "postings walked p50 / p95 |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "members read p50 / p95 | postings walked p50 / p95 | cache held MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["variants"]:
         lines.append(f"| {row['variant']} | {row['p50']} / {row['p95']} | {row['cold_p50']} / "
                      f"{row['cold_p95']} | {row['keyword_p50']} / {row['keyword_p95']} | "
                      f"{row['ndcg_hybrid']} | {row['ndcg_keyword']} | "
                      f"{overlap(base['top10'], row['top10'])} | "
                      f"{overlap(base['keyword_top10'], row['keyword_top10'])} | "
-                     f"{row['rows_p50']} / {row['rows_p95']} | {row['walked_p50']} / "
-                     f"{row['walked_p95']} |")
+                     f"{row['rows_p50']} / {row['rows_p95']} | {row['members_p50']} / "
+                     f"{row['members_p95']} | {row['walked_p50']} / {row['walked_p95']} | "
+                     f"{row['held'] / 1e6:.1f} |")
     return "\n".join(lines)
 
 

@@ -57,7 +57,7 @@ async def pools_agree(settings, over: int) -> None:
                                 read_only=True))
             weighted = [[w, idf(total, df[w])] for w in words if df.get(w)]
             postings.CACHE.clear()
-            chosen = await postings.keyword_pool(graph, "default", "now", weighted, over)
+            chosen = await postings.keyword_pool(graph, "default", "now", weighted, df, over)
             expected = await run_cells(graph, EXHAUSTIVE, {"weighted": weighted, "over": over})
             assert [[cid, matched] for cid, _, _, matched in chosen] == [
                 [cid, matched] for cid, _, matched in expected]
@@ -89,21 +89,21 @@ async def test_best_postings_rank_as_every_posting_and_follow_writes(settings, f
             whole = await keyword(front, query)  # every list read whole at once: the sum
             postings.FIRST_READ = deep
             assert whole and whole == shallow == cached
-        assert 0 < postings.CACHE.held <= postings.CACHED_POSTINGS
+        assert 0 < postings.CACHE.held <= postings.CACHED_BYTES
         otter = await add(front, "An otter, otter and otter by the estuary.")
         await run_workers(settings)
         assert (await keyword(front, "otter estuary"))[0][0] == otter
         await ops.delete_memory(front, MemoryRef(memory_id=otter))
         await run_workers(settings)
         assert otter not in [hit[0] for hit in await keyword(front, "otter estuary")]
-        postings.CACHE.capacity = 40  # terms of up to 40 postings read are cached, no more
+        postings.CACHE.capacity = 40 * postings.ROW_BYTES  # a few terms' prefixes, no more
         postings.CACHE.clear()
         for query in QUERIES:
             await keyword(front, query)
-            assert postings.CACHE.held <= 40
+            assert postings.CACHE.held <= 40 * postings.ROW_BYTES
     finally:
         postings.FIRST_READ = 1_000
-        postings.CACHE.capacity = postings.CACHED_POSTINGS
+        postings.CACHE.capacity = postings.CACHED_BYTES
         postings.CACHE.clear()
     await rows_by_index(settings)
 

@@ -12,7 +12,15 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from zapomni.services.query.frequencies import StampedCache
-from zapomni.services.query.postings import DEEPER, TermTop, as_top, pool_rows, top_pool
+from zapomni.services.query.postings import (
+    DEEPER,
+    ROW_BYTES,
+    TermTop,
+    as_members,
+    as_top,
+    pool_rows,
+    top_pool,
+)
 
 
 def postings(pairs: list[tuple[int, float]]) -> TermTop:
@@ -39,13 +47,14 @@ def threshold(weighted, lists, over, first, shuffle):
     def prefix(term, limit):
         ranked = sorted(lists[term], key=lambda p: (-p[1], shuffle.random()))
         rows = [[n, f"chunk-{n:03d}", s] for n, s in ranked[: limit + 1]]
-        return as_top(rows, limit)
+        members = ",".join(str(n) for n, _ in shuffle.sample(lists[term], len(lists[term])))
+        return as_top(rows, limit, as_members([[members]]))
 
     tops = {term: prefix(term, first) for term, _ in weighted}
     while True:
         chosen, needs = top_pool(weighted, tops, over)
         if not needs.deeper and not needs.probes:
-            return chosen, sum(len(top) for top in tops.values())
+            return chosen, sum(len(top.node_ids) + len(top.probed) for top in tops.values())
         for term in needs.deeper:
             tops[term] = prefix(term, DEEPER * len(tops[term].scores))
         for term, nodes in needs.probes.items():
@@ -89,19 +98,27 @@ def test_no_postings_no_pool():
     assert top_pool([["absent", 2.0]], {"absent": postings([])}, 10)[0] == []
 
 
-def test_the_cache_is_bounded_by_postings_and_keyed_by_stamp():
+def test_the_cache_is_bounded_by_size_and_keyed_by_stamp():
     cache = StampedCache(10, size=len)
-    cache.put("ns", "s1", {"a": postings([(i, 1.0) for i in range(6)]),
-                           "b": postings([(i, 1.0) for i in range(3)])})
+    cache.put("ns", "s1", {"a": [0] * 6, "b": [0] * 3})
     assert set(cache.get("ns", "s1", ["a", "b"])) == {"a", "b"}
     assert cache.get("ns", "s2", ["a", "b"]) == {}  # written since: counted again
     assert cache.get("other", "s1", ["a"]) == {}
-    # 13 held: "a" (oldest) goes
-    cache.put("ns", "s1", {"c": postings([(i, 1.0) for i in range(4)])})
+    cache.put("ns", "s1", {"c": [0] * 4})  # 13 held: "a" (oldest) goes
     assert set(cache.get("ns", "s1", ["a", "b", "c"])) == {"b", "c"}
     assert cache.held == 7
-    cache.put("ns", "s2", {"b": postings([(i, 1.0) for i in range(2)])})  # replaced, not added
+    cache.put("ns", "s2", {"b": [0] * 2})  # replaced, not added
     assert cache.held == 6
+
+
+def test_a_term_costs_its_rows_and_members():
+    """A prefix row holds a chunk id and a score (ROW_BYTES), a member a node id; a term
+    read whole has no members apart from its rows."""
+    whole = postings([(1, 1.0), (2, 0.5)])
+    part = as_top([[1, "chunk-001", 1.0], [2, "chunk-002", 0.5]], 1, as_members([["1,2,9"]]))
+    assert whole.size() == 2 * ROW_BYTES
+    assert part.size() == ROW_BYTES + 3 * 4  # node ids below 2^31: 4 bytes each
+    assert part.with_probes({9: ("chunk-009", 0.25)}).size() == 2 * ROW_BYTES + 3 * 4
 
 
 def test_pool_rows_keep_the_chosen_order_and_drop_reused_nodes():
