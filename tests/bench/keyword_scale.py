@@ -333,12 +333,45 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
                                                     queries, doc_of))
         finally:
             postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = plain
+    report["read_costs"] = await read_costs(graph, [q.text for q in queries])
     if args.profile:
         print("profile (threshold, the defaults), warm:", flush=True)
         report["profile"] = await profile(store, embedder, client, settings, queries)
     await client.aclose()
     await store.aclose()
     return report
+
+
+async def read_costs(graph, questions: list[str]) -> dict:
+    """What reading a term costs per posting, for the terms of the questions with 2,000 to
+    20,000 postings (the long lists; fastest of 3 each): walking it (counting), its best
+    1,000 with scores, its members, and every posting with its score."""
+    from zapomni.services.query.keyword import terms
+    from zapomni.shared.store import cypher_search
+    from zapomni.shared.store.graphstore import run_cells
+
+    words = sorted({w for q in questions for w in terms(q)})
+    counts = dict(await run_cells(graph, cypher_search.KEYWORD_DF_ALL, {"terms": words}))
+    long = sorted(w for w, n in counts.items() if 2_000 <= n <= 20_000)[:20]
+    reads = {"walk": (cypher_search.KEYWORD_DF_ALL, lambda t: {"terms": [t]}),
+             "best 1,000": (cypher_search.KEYWORD_TOP, lambda t: {"term": t, "limit": 1001}),
+             "members": (cypher_search.KEYWORD_MEMBERS, lambda t: {"term": t}),
+             "every posting with its score": (cypher_search.KEYWORD_TOP, lambda t: {
+                 "term": t, "limit": postings_cache.EVERY})}
+    out = {"terms": len(long), "postings": sum(counts[t] for t in long)}
+    for name, (query, params) in reads.items():
+        spent = 0.0
+        for term in long:
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                await run_cells(graph, query, params(term))
+                times.append(time.perf_counter() - started)
+            spent += min(times)
+        out[name] = round(spent / max(1, out["postings"]) * 1e6, 3)
+    print(f"  per posting (us), {out['terms']} terms of 2k-20k postings: " + ", ".join(
+        f"{name} {out[name]}" for name in reads), flush=True)
+    return out
 
 
 def table(report: dict) -> str:
