@@ -143,11 +143,11 @@ async def read_tops(graph: AsyncGraph, limits: dict[str, int | None],
     members where ``held`` does not have them yet (a prefix that is not all of it)."""
     terms = list(limits)
     held = held or {}
-    tops = [run_cells(graph, cypher_search.KEYWORD_TOP, {
+    prefixes = [run_cells(graph, cypher_search.KEYWORD_TOP, {
         "term": t, "limit": EVERY if limits[t] is None else limits[t] + 1}) for t in terms]
     listed = [t for t in terms if t not in held and limits[t] is not None]
     lists = [run_cells(graph, cypher_search.KEYWORD_MEMBERS, {"term": t}) for t in listed]
-    found = await asyncio.gather(*tops, *lists)
+    found = await asyncio.gather(*prefixes, *lists)
     members = {t: held[t].members for t in terms if t in held} | {
         t: as_members(rows) for t, rows in zip(listed, found[len(terms):], strict=True)}
     tops = {t: as_top(rows, limits[t], members.get(t))
