@@ -32,8 +32,7 @@ from zapomni.services.query.fusion import (
 )
 from zapomni.services.query.hits import shape_results, why_empty
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
-from zapomni.services.query.postings import CACHE as POSTINGS
-from zapomni.services.query.postings import choose_pool, pool_rows, term_postings
+from zapomni.services.query.postings import keyword_pool, pool_rows
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.timeline import asked_order, time_prior
 from zapomni.services.query.versions import inherit
@@ -231,7 +230,9 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks of the namespace it matches, with or without filters (cached while the
     namespace is unchanged: services/query/frequencies.py). ``pool``: the candidates re-scored
-    (at least ``depth``)."""
+    (at least ``depth``). The unfiltered pool comes from the terms' best postings
+    (services/query/postings.py); a filtered one is summed in FalkorDB, and the unfiltered
+    one gives it BM25's average length."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
@@ -243,26 +244,26 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     pool = max(params["depth"], pool)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common)
-    asked = {**params, "weighted": chosen, "pool": pool, "over": 2 * pool}
-    if not request.filters.active and summed_here(chosen, df):
-        lists = await term_postings(graph, request.namespace, stamp, [t[0] for t in chosen])
-        best = choose_pool(chosen, lists, 2 * pool)
-        found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
-            "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
-            "superseded": params["superseded"]})
-        rows = pool_rows(best, found, pool)
+    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, df, params, pool)
+    if not request.filters.active:
+        rows = await everywhere
         return rescore(rows, rows, rarity)[:params["depth"]]
-    pools = [run(graph, cypher_search.KEYWORD_POOL_ALL, asked, read_only=True)]
-    if request.filters.active:
-        pools.append(run(graph, cypher_search.KEYWORD_POOL, asked, read_only=True))
-    found = await asyncio.gather(*pools)
-    return rescore(found[-1], found[0], rarity)[:params["depth"]]
+    unfiltered, rows = await asyncio.gather(everywhere, run(
+        graph, cypher_search.KEYWORD_POOL, {**params, "weighted": chosen, "pool": pool},
+        read_only=True))
+    return rescore(rows, unfiltered, rarity)[:params["depth"]]
 
 
-def summed_here(chosen: list[list[Any]], df: dict[str, int]) -> bool:
-    """Whether the pool is chosen from cached postings (postings.py): the cache is on and
-    a quarter of it holds the chosen terms' postings."""
-    return 0 < sum(df[t[0]] for t in chosen) <= POSTINGS.capacity // 4
+async def unfiltered_pool(graph: AsyncGraph, namespace: str, stamp: str | None,
+                          chosen: list[list[Any]], df: dict[str, int], params: dict[str, Any],
+                          pool: int) -> list[list[Any]]:
+    """The pool's rows without filters: the best ``2 x pool`` chunks by the sum, then the
+    first ``pool`` of them that are visible."""
+    best = await keyword_pool(graph, namespace, stamp, chosen, df, 2 * pool)
+    found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
+        "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
+        "superseded": params["superseded"]})
+    return pool_rows(best, found, pool)
 
 
 def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],

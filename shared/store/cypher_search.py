@@ -53,29 +53,36 @@ SEARCH_EXACT = (
 # syntax) is looked up on its own and weighted by its rarity, idf, computed in
 # services/query/search.py from KEYWORD_DF: an OR of the terms ranks by the index's own
 # score, which let common words win (keyword nDCG@10 on SciFact 0.375 instead of 0.666).
-# The sum is done here so that only the best $pool chunks cross the wire (a common word
-# matches thousands). $weighted: [term, idf] pairs. Without filters the ready check comes
-# after the ranking: one walk to the memory per kept chunk, not per match. Each row also
-# names the terms the index matched in it (its stemmer: "configured" finds "configuration").
+# With filters the sum is done here so that only the best $pool chunks cross the wire (a
+# common word matches thousands; without filters: KEYWORD_TOP). $weighted: [term, idf]
+# pairs. Each row also names the terms the index matched in it (its stemmer: "configured"
+# finds "configuration").
 KEYWORD_POOL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
     "YIELD node AS c, score MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + FILTER
     + "WITH m, c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $pool" + RETURN_HIT + ", matched, c.words"
 )
-KEYWORD_POOL_ALL = (
-    "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
-    "YIELD node AS c, score WITH c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
-    "ORDER BY score DESC, c.id ASC LIMIT $over "
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
-    + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $pool" + RETURN_HIT
-    + ", matched, c.words"
+# a term's best postings (services/query/postings.py, unfiltered searches): the node (to group
+# by), the chunk id (ties) and the score; $limit rows at most, highest score first (FalkorDB
+# sorts them; the procedure yields every posting, in the index's order)
+KEYWORD_TOP = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
+    "WITH c, score ORDER BY score DESC LIMIT $limit RETURN id(c), c.id, score"
 )
-# each term's postings, for the query service to choose the pool from (unfiltered searches:
-# services/query/postings.py): the node (to group by), the chunk id (ties) and the score
-KEYWORD_POSTINGS = (
-    "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) "
-    "YIELD node AS c, score RETURN term, id(c), c.id, score"
+# the node ids of all a term's postings, as one string of decimals joined by commas: a
+# posting costs ~0.1 us to parse so, against ~5 us as a row of cells (services/query/postings.py
+# needs them to know which chunks a term is not in)
+KEYWORD_MEMBERS = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c "
+    "RETURN string.join(collect(toString(id(c))), ',')"
+)
+# a term's score in given chunks: $probes, [term, [node id, ...]] pairs; a chunk the term is
+# not in has no row
+KEYWORD_PROBE = (
+    "UNWIND $probes AS p CALL db.idx.fulltext.queryNodes('Chunk', p[0]) "
+    "YIELD node AS c, score WITH p, c, score WHERE id(c) IN p[1] "
+    "RETURN p[0], id(c), c.id, score"
 )
 # the rows of the pool so chosen (services/query/postings.py): $nodes, the chosen chunks'
 # node ids, best first; the first $pool of them that are visible, in that order (a chunk's

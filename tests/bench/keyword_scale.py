@@ -1,7 +1,7 @@
 """The keyword signal at 100k chunks: SciFact's labelled abstracts mixed into 100k unrelated
 real passages, hybrid latency and nDCG@10 for each way of doing the keyword signal's work.
 
-    ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--profile] [--history]
+    ./dev bench keyword_scale [--distractors 100000] [--queries 300] [--profile]
 
 SciFact (../shared/data/scifact: 5,183 abstracts, one memory and one chunk each) and
 ``--distractors`` passages of this machine's own text (Python's standard library sources and
@@ -15,14 +15,16 @@ keyword signal, the part changed and measured, is the same.
 
 Written with the workers' store functions (25 distractors per memory) into `zapomni up`'s
 FalkorDB; searched in process (search_memory, the query service's own function, query
-vectors cached in Redis), each variant: every question once to warm (cold figures from this
-pass where the cache matters), then timed in hybrid mode, then nDCG@10 of hybrid and keyword.
-Variants: no document-frequency cache and no stored lengths (each chunk's ``words`` removed:
-counted per search, as before); the cache; + stored lengths (the pool summed in FalkorDB);
-the pool chosen from postings cached in the query service (services/query/postings.py). The
-postings bound and the pool sizes this once compared (docs/benchmarks.md) are gone;
-``--profile``: each FalkorDB query of the last variant timed. Prints a table; writes
-tests/bench/results/keyword_scale.json. Not part of the test suite.
+vectors cached in Redis), each variant: every question once to warm (the first ask, where
+every term's postings are read), then timed in hybrid mode, then nDCG@10 of hybrid and
+keyword. Variants: every posting of each pool term read and summed (the pool as it was
+chosen before the threshold algorithm: its first read unbounded); the threshold algorithm
+over each term's best postings (services/query/postings.py); the same with every question
+term choosing the pool (no COMMON_TERM_SHARE cut). For each, the postings read on the first
+ask of a question: rows that crossed the wire, and the postings FalkorDB iterated for them
+(each read or probe of a term walks all its postings). ``--profile``: each FalkorDB query of
+the last variant timed. Prints a table; writes tests/bench/results/keyword_scale.json. Not
+part of the test suite.
 """
 
 from __future__ import annotations
@@ -43,11 +45,10 @@ from pathlib import Path
 
 import numpy as np
 import redis.asyncio
-from falkordb.asyncio import FalkorDB
 
 from tests.bench.retrieval import load_beir, ndcg
 from tests.support.stack import Stack
-from zapomni.services.query import frequencies
+from zapomni.services.query import frequencies, search
 from zapomni.services.query import postings as postings_cache
 from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
 from zapomni.shared.embedding import vector_cache
@@ -165,11 +166,59 @@ async def ask(store, embedder, client, settings, queries, mode: str) -> tuple[li
     return times, ranked
 
 
+class Reads:
+    """What the keyword pool reads (postings.read_tops and postings.probe, wrapped): rows
+    with a score that crossed the wire (prefixes, probes), members (node ids only, as one
+    string), and the postings FalkorDB walked for them (a read, a member list or a probe of a
+    term walks every posting of it: its document frequency)."""
+
+    def __init__(self) -> None:
+        self.rows, self.members, self.walked = 0, 0, 0
+        self.plain = postings_cache.read_tops, postings_cache.probe
+
+    def __enter__(self) -> Reads:
+        read_tops, probe = self.plain
+
+        async def counted_read(graph, limits, held=None):
+            found = await read_tops(graph, limits, held)
+            listed = [t for t in limits if t not in (held or {}) and limits[t] is not None]
+            self.rows += sum(len(top.scores) for top in found.values())
+            self.members += sum(len(found[t].members) for t in listed)
+            self.walked += self.df([*limits, *listed])
+            return found
+
+        async def counted_probe(graph, tops, probes):
+            found = await probe(graph, tops, probes)
+            self.rows += sum(len(found[t].probed) - len(tops[t].probed) for t in probes)
+            self.walked += self.df(probes)
+            return found
+
+        postings_cache.read_tops, postings_cache.probe = counted_read, counted_probe
+        return self
+
+    @staticmethod
+    def df(terms) -> int:
+        return sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1] for t in terms)
+
+    def __exit__(self, *exc) -> None:
+        postings_cache.read_tops, postings_cache.probe = self.plain
+
+
 async def variant(name: str, store, embedder, client, settings, queries, doc_of) -> dict:
     frequencies.CACHE.clear()
     postings_cache.CACHE.clear()
-    cold, _ = await ask(store, embedder, client, settings, queries, "hybrid")
-    warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
+    rows, members, walked = [], [], []
+    with Reads() as reads:
+        cold = []
+        for query in queries:
+            before = reads.rows, reads.members, reads.walked
+            times, _ = await ask(store, embedder, client, settings, [query], "hybrid")
+            cold += times
+            rows.append(reads.rows - before[0])
+            members.append(reads.members - before[1])
+            walked.append(reads.walked - before[2])
+        warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
+        warm_rows = reads.rows + reads.members - sum(rows) - sum(members)
     timed, keyword = await ask(store, embedder, client, settings, queries, "keyword")
 
     def quality(ranked: list[list[str]]) -> float:
@@ -179,11 +228,18 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
     row = {"variant": name, "cold_p50": pct(cold, 50), "cold_p95": pct(cold, 95),
            "p50": pct(warm, 50), "p95": pct(warm, 95), "keyword_p50": pct(timed, 50),
            "keyword_p95": pct(timed, 95), "ndcg_hybrid": quality(hybrid),
-           "ndcg_keyword": quality(keyword), "top10": hybrid, "keyword_top10": keyword}
+           "ndcg_keyword": quality(keyword), "rows_p50": pct(rows, 50), "rows_p95": pct(rows, 95),
+           "members_p50": pct(members, 50), "members_p95": pct(members, 95),
+           "walked_p50": pct(walked, 50), "walked_p95": pct(walked, 95),
+           "warm_rows": warm_rows, "held": postings_cache.CACHE.held,
+           "top10": hybrid, "keyword_top10": keyword}
     print(f"  {name}: hybrid p50/p95 {row['p50']}/{row['p95']} ms (first ask "
           f"{row['cold_p50']}/{row['cold_p95']}), keyword {row['keyword_p50']}/"
           f"{row['keyword_p95']} ms, nDCG@10 hybrid {row['ndcg_hybrid']} "
-          f"keyword {row['ndcg_keyword']}", flush=True)
+          f"keyword {row['ndcg_keyword']}; first ask read p50/p95 {row['rows_p50']}/"
+          f"{row['rows_p95']} rows, {row['members_p50']}/{row['members_p95']} members, "
+          f"walked {row['walked_p50']}/{row['walked_p95']}; "
+          f"warm pass read {warm_rows}; cache held {row['held']}", flush=True)
     return row
 
 
@@ -266,61 +322,78 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
     del others, names, vectors, other_vectors, doc_vectors
     gc.collect()
     gc.freeze()  # the passages this process wrote are no garbage collector's work in a search
-    plain = FalkorDB(host="127.0.0.1", port=stack.ports["--falkordb-port"]).select_graph(
-        graph.name)  # no read timeout: the maintenance writes below touch every chunk
-    if args.history:
-        await plain.query("MATCH (c:Chunk) SET c.words = NULL")
-        frequencies.CACHE.capacity = 0
-        report["variants"].append(await variant("no cache, lengths counted per search", store,
-                                                embedder, client, settings, queries, doc_of))
-        frequencies.CACHE.capacity = frequencies.CACHED_TERMS
-        report["variants"].append(await variant("document-frequency cache", store, embedder,
-                                                client, settings, queries, doc_of))
-        await restore_words(plain)
-    for here in (False, True):
-        name = "pool from cached postings" if here else "+ stored lengths"
-        postings_cache.CACHE.capacity = postings_cache.CACHED_POSTINGS if here else 0
-        report["variants"].append(await variant(name, store, embedder, client, settings,
-                                                queries, doc_of))
+    for name, first, share in (
+            ("every posting read", postings_cache.EVERY, search.COMMON_TERM_SHARE),
+            ("best postings (threshold)", postings_cache.FIRST_READ, search.COMMON_TERM_SHARE),
+            ("threshold, every term chooses", postings_cache.FIRST_READ, 1.0)):
+        plain = postings_cache.FIRST_READ, search.COMMON_TERM_SHARE
+        postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = first, share
+        try:
+            report["variants"].append(await variant(name, store, embedder, client, settings,
+                                                    queries, doc_of))
+        finally:
+            postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = plain
+    report["read_costs"] = await read_costs(graph, [q.text for q in queries])
     if args.profile:
-        print("profile of the last variant, warm:", flush=True)
+        print("profile (threshold, the defaults), warm:", flush=True)
         report["profile"] = await profile(store, embedder, client, settings, queries)
     await client.aclose()
     await store.aclose()
     return report
 
 
-async def restore_words(graph) -> None:
-    """Each chunk's word count as workers store it (shared/text/words.py), in pages."""
-    from zapomni.shared.text.words import count_words
+async def read_costs(graph, questions: list[str]) -> dict:
+    """What reading a term costs per posting, for the terms of the questions with 2,000 to
+    20,000 postings (the long lists; fastest of 3 each): walking it (counting), its best
+    1,000 with scores, its members, and every posting with its score."""
+    from zapomni.services.query.keyword import terms
+    from zapomni.shared.store import cypher_search
+    from zapomni.shared.store.graphstore import run_cells
 
-    after = ""
-    while True:
-        rows = (await graph.query(
-            "MATCH (c:Chunk) WHERE c.id > $after RETURN c.id, c.text ORDER BY c.id LIMIT 2000",
-            {"after": after})).result_set
-        if not rows:
-            return
-        await graph.query("UNWIND $rows AS r MATCH (c:Chunk {id: r[0]}) SET c.words = r[1]",
-                          {"rows": [[cid, count_words(text)] for cid, text in rows]})
-        after = rows[-1][0]
+    words = sorted({w for q in questions for w in terms(q)})
+    counts = dict(await run_cells(graph, cypher_search.KEYWORD_DF_ALL, {"terms": words}))
+    long = sorted(w for w, n in counts.items() if 2_000 <= n <= 20_000)[:20]
+    reads = {"walk": (cypher_search.KEYWORD_DF_ALL, lambda t: {"terms": [t]}),
+             "best 1,000": (cypher_search.KEYWORD_TOP, lambda t: {"term": t, "limit": 1001}),
+             "members": (cypher_search.KEYWORD_MEMBERS, lambda t: {"term": t}),
+             "every posting with its score": (cypher_search.KEYWORD_TOP, lambda t: {
+                 "term": t, "limit": postings_cache.EVERY})}
+    out = {"terms": len(long), "postings": sum(counts[t] for t in long)}
+    for name, (query, params) in reads.items():
+        spent = 0.0
+        for term in long:
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                await run_cells(graph, query, params(term))
+                times.append(time.perf_counter() - started)
+            spent += min(times)
+        out[name] = round(spent / max(1, out["postings"]) * 1e6, 3)
+    print(f"  per posting (us), {out['terms']} terms of 2k-20k postings: " + ", ".join(
+        f"{name} {out[name]}" for name in reads), flush=True)
+    return out
 
 
 def table(report: dict) -> str:
-    """Top 10s compared with the first variant with stored lengths and no bound (today's
-    default): the share of questions whose list is identical, and of hits shared."""
-    base = next(r for r in report["variants"] if r["variant"] == "+ stored lengths")
+    """Top 10s compared with the first variant (every posting read): the share of questions
+    whose list is identical, and of hits shared."""
+    base = report["variants"][0]
     lines = [f"{report['chunks']:,} chunks, {report['queries']} SciFact questions; in process, "
              "query vector cached", "",
              "| variant | hybrid p50 / p95 ms | first ask p50 / p95 ms | keyword p50 / p95 ms | "
-             "nDCG@10 hybrid | nDCG@10 keyword | hybrid top 10 as today (hits) | "
-             "keyword top 10 as today (hits) |", "|---|---|---|---|---|---|---|---|"]
+             "nDCG@10 hybrid | nDCG@10 keyword | hybrid top 10 as the first (hits) | "
+             "keyword top 10 as the first (hits) | first ask rows read p50 / p95 | "
+             "members read p50 / p95 | postings walked p50 / p95 | cache held MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["variants"]:
         lines.append(f"| {row['variant']} | {row['p50']} / {row['p95']} | {row['cold_p50']} / "
                      f"{row['cold_p95']} | {row['keyword_p50']} / {row['keyword_p95']} | "
                      f"{row['ndcg_hybrid']} | {row['ndcg_keyword']} | "
                      f"{overlap(base['top10'], row['top10'])} | "
-                     f"{overlap(base['keyword_top10'], row['keyword_top10'])} |")
+                     f"{overlap(base['keyword_top10'], row['keyword_top10'])} | "
+                     f"{row['rows_p50']} / {row['rows_p95']} | {row['members_p50']} / "
+                     f"{row['members_p95']} | {row['walked_p50']} / {row['walked_p95']} | "
+                     f"{row['held'] / 1e6:.1f} |")
     return "\n".join(lines)
 
 
@@ -338,8 +411,6 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--profile", action="store_true",
                         help="time each FalkorDB query of the last variant's searches")
-    parser.add_argument("--history", action="store_true",
-                        help="also the variants before the cache and the stored lengths")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zapomni-keyword-") as tmp:
         stack = Stack(Path(tmp))
