@@ -67,6 +67,18 @@ WITH count(m) AS replaced WHERE replaced > 0
 MERGE (x:ZapomniMeta {key: 'versions'})
 RETURN 0
 """
+# version 3: an entity's type is shown only where it holds (a person its mentions agree on, a
+# place a gazetteer has: workers/entity_types.py), and what the model said is kept apart in
+# ner_type. Entities written before keep the model's majority type as ner_type and show none
+# until a rebuild (build_graph rebuild=true) types them, and links one-word aliases, again;
+# symbols of code (exact, from the syntax tree) did not exist before version 3
+MIGRATE_ENTITY_TYPES = """
+MATCH (e:Entity) WHERE e.ner_type IS NULL
+  AND NOT e.type IN ['module', 'class', 'function', 'method', 'constant']
+WITH e LIMIT $batch
+SET e.ner_type = e.type, e.type = 'unknown'
+RETURN count(e)
+"""
 READ_MODEL = """
 MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
 """

@@ -14,6 +14,8 @@ Versions:
   2  Memory.occurred_at (event time, indexed): a memory without one happened when it was
      added (``occurred_at = created_at``); a namespace with replaced memories is marked
      (ZapomniMeta ``versions``: search reads older versions for the current one)
+  3  Entity.ner_type (what the model said) apart from Entity.type (shown only where it
+     holds): an entity written before shows no type until a graph rebuild
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ from zapomni.shared.store.graphstore import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BATCH = 5000  # memories a step changes per statement
 # the steps that reach each version, each run until it changes fewer than BATCH
 STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
-                                         cypher_schema.MIGRATE_VERSIONS_MARK)}
+                                         cypher_schema.MIGRATE_VERSIONS_MARK),
+                                     3: (cypher_schema.MIGRATE_ENTITY_TYPES,)}
 
 
 async def schema_version(store: GraphStore, namespace: str) -> int:

@@ -175,7 +175,8 @@ async def test_a_store_of_the_shape_before_event_time_is_migrated(client, settin
                                                                 monkeypatch):
     """Memories written before event time (no occurred_at, no shape version): a worker
     migrates them when it starts, `zapomni migrate` by hand; afterwards they are listed by
-    the time they were added, and the namespace says version 2."""
+    the time they were added, the namespace says the current version, and an entity typed
+    by the model's majority shows no type (version 3) until a rebuild."""
     kept = await add(client, "The old shed was painted green.", namespace="old")
     await add(client, "The old gate squeaks in the wind.", namespace="older")
     await run_workers(settings)
@@ -185,6 +186,9 @@ async def test_a_store_of_the_shape_before_event_time_is_migrated(client, settin
         graph = store.graph(namespace)
         await run(graph, "MATCH (m:Memory) REMOVE m.occurred_at")
         await run(graph, "MATCH (x:ZapomniMeta {key: 'schema'}) DELETE x")
+        # an entity as versions 1-2 wrote it: the model's majority type, no ner_type
+        await run(graph, "MERGE (e:Entity {id: 'ent_0', key: 'acme', name: 'Acme'}) "
+                         "SET e.type = 'organization' REMOVE e.ner_type")
         assert await schema_version(store, namespace) == 1
 
     try:
@@ -194,6 +198,8 @@ async def test_a_store_of_the_shape_before_event_time_is_migrated(client, settin
         assert await schema_version(store, "old") == SCHEMA_VERSION
         assert await query(settings, "MATCH (m:Memory) RETURN m.occurred_at = m.created_at",
                            namespace="old") == [[True]]
+        assert await query(settings, "MATCH (e:Entity {id: 'ent_0'}) RETURN e.type, "
+                           "e.ner_type", namespace="old") == [["unknown", "organization"]]
         await as_before("older")
         monkeypatch.setenv("ZAPOMNI_FALKORDB_URL", settings.falkordb_url)
         monkeypatch.setenv("ZAPOMNI_REDIS_URL", settings.redis_url)
