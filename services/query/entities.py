@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
@@ -104,8 +104,13 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                          {"id": eid, "limit": 10, **cypher_search.visible_params()}, read_only=True)
     return EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
-        passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
+        passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]),
+                          source=r[4] or "", start_line=to_int(r[5]), end_line=to_int(r[6]))
                   for r in passages])
+
+
+def to_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str, list[str]]:
@@ -150,56 +155,93 @@ def named(name: list[str], asked: set[str], term: bool) -> bool:
         word in asked or (term and not plurals(word).isdisjoint(asked)) for word in name)
 
 
-async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str]:
-    """The entities most often in a sentence with each of ``entities``."""
+async def strongest_neighbours(graph: AsyncGraph, entities: set[str]
+                               ) -> dict[str, tuple[str, str]]:
+    """The entities most often in a sentence with each of ``entities``: neighbour id ->
+    (its name, the entity of ``entities`` it was found through; the strongest link's)."""
     if not entities:
-        return set()
+        return {}
     rows = await run(graph, cypher_graph.NEIGHBOURS, {
         "ids": sorted(entities), "exclude": sorted(entities),
         "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4}, read_only=True)
-    per_entity: dict[str, list[str]] = defaultdict(list)
-    for source, neighbour, *_ in rows:
-        if len(per_entity[source]) < NEIGHBOURS_PER_ENTITY:
-            per_entity[source].append(neighbour)
-    return {n for ids in per_entity.values() for n in ids}
+    per_entity: dict[str, int] = defaultdict(int)
+    near: dict[str, tuple[str, str]] = {}
+    for source, neighbour, name, *_ in rows:
+        if per_entity[source] < NEIGHBOURS_PER_ENTITY:
+            per_entity[source] += 1
+            near.setdefault(neighbour, (name, source))
+    return near
 
 
 @dataclass(frozen=True)
 class Named:
     """The part of the graph signal that needs only the question (so it runs beside the
-    other signals): the entities it names, their strongest neighbours, and in how many
-    chunks each is mentioned."""
+    other signals): the entities it names, their strongest neighbours, in how many chunks
+    each is mentioned, their names, and the named entity each neighbour was found through."""
 
     direct: frozenset[str]
     near: frozenset[str]
     mentions: dict[str, int]
+    names: dict[str, str] = field(default_factory=dict)
+    via: dict[str, str] = field(default_factory=dict)  # neighbour -> named entity
 
 
 async def named_in(graph: AsyncGraph, query: str) -> Named:
     """The graph signal's first hop (the mention counts of named entities come with them)."""
-    mentions = {row[0]: int(row[4]) for row in await named_entities(graph, query)}
+    rows = await named_entities(graph, query)
+    mentions = {row[0]: int(row[4]) for row in rows}
+    names = {row[0]: row[2] for row in rows}
     direct = frozenset(mentions)
     near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
     if near:
         counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
         mentions.update({eid: int(count) for eid, count in counted})
-    return Named(direct, frozenset(near), mentions)
+    names.update({eid: name for eid, (name, _) in near.items()})
+    return Named(direct, frozenset(near), mentions, names,
+                 {eid: source for eid, (_, source) in near.items()})
+
+
+@dataclass(frozen=True)
+class Found:
+    """The graph signal's passages (scores 0-1: see graph_signal) and, for each, the ids of
+    the entities it was found through."""
+
+    ranked: Ranked
+    matched: dict[str, list[str]]
 
 
 async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,
-                       seeds: list[str] = ()) -> Ranked:
+                       seeds: list[str] = ()) -> Found:
     """Chunks scored by the rarity of the entities they mention: those the query names
     (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
     passages other signals rank first; their bridges lead to the next hop's passages) at
     half weight. Seeds earn nothing from their own entities. An entity in too many chunks
     says nothing (see COMMON_ENTITY_SHARE); past MAX_POSTINGS mentions in all, the most
-    mentioned entities are left out first."""
+    mentioned entities are left out first.
+
+    The score is the share of the weight in play that the passage covers: each entity
+    weighs its idf (a neighbour or bridge half of it) and a passage covers half of an
+    entity's weight with one mention of it, two thirds with two, n/(n+1) with n (BM25's
+    saturation). One question's passages keep their order (one divisor for all of them);
+    the scale is 0-1 like the other modes'."""
     mentions = dict(named.mentions)
     if seeds:
         rows = await run(graph, cypher_graph.SEED_ENTITIES, {"ids": list(seeds),
                                                         "known": sorted(mentions)},
                          read_only=True)
         mentions.update({eid: int(count) for eid, count in rows})
+    weighted = weigh(named, mentions, total)
+    if not weighted:
+        return Found([], {})
+    rows = await run_cells(graph, cypher_graph.GRAPH_HITS, {
+        **params, "weighted": weighted, "seeds": list(seeds)})
+    whole = 2.0 * sum(w[1] for w in weighted)
+    return Found([(row[:6], min(1.0, float(row[3]) / whole)) for row in rows],
+                 {row[1]: list(row[6]) for row in rows})
+
+
+def weigh(named: Named, mentions: dict[str, int], total: int) -> list[list[Any]]:
+    """[entity id, weight, bridge?] for each entity the graph signal reads, rarest first."""
     limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
     weighted, postings = [], 0
     for eid, count in sorted(mentions.items(), key=lambda item: (item[1], item[0])):
@@ -209,8 +251,12 @@ async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], 
         direct = eid in named.direct
         weighted.append([eid, idf(total, count) * (1.0 if direct else NEIGHBOUR_WEIGHT),
                          not direct and eid not in named.near])
-    if not weighted:
-        return []
-    rows = await run(graph, cypher_graph.GRAPH_HITS, {**params, "weighted": weighted,
-                                                "seeds": list(seeds)}, read_only=True)
-    return [(row, float(row[3])) for row in rows]
+    return weighted
+
+
+def reasons(named: Named, matched: list[str]) -> dict[str, Any]:
+    """``why["graph"]``'s account of a passage: the entities the question names that it
+    mentions, and the neighbours it mentions with the named entity each is related to."""
+    entities = [named.names[e] for e in matched if e in named.direct]
+    via = {named.names[e]: named.names[named.via[e]] for e in matched if e in named.via}
+    return {"entities": sorted(entities), **({"via": via} if via else {})}

@@ -21,7 +21,7 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from redis.asyncio import Redis
 
-from zapomni.services.query.entities import Named, graph_signal, named_in
+from zapomni.services.query.entities import Found, Named, graph_signal, named_in, reasons
 from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
@@ -59,7 +59,7 @@ MAX_CANDIDATES = 1000
 COMMON_TERM_SHARE = 0.1
 QUERY_CACHE_TTL = 7 * 86400
 QUERY_CACHE_MAX = 10_000  # question vectors kept (~18 MB at 384-d)
-GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
+GRAPH_SEEDS = 0  # passages whose entities the graph signal follows (the second hop)
 CONTEXT_SEEDS = 10  # best candidates whose unfound neighbours join the candidates
 # hybrid's fusion: standardised scores over each signal's best CANDIDATES, weighted per signal.
 # At equal weights it beat reciprocal rank fusion on every set (SciFact nDCG@10 0.709 -> 0.723,
@@ -123,14 +123,15 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     weights = WEIGHTS
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
     threaded = request.mode == "hybrid" and state.threads > 0
-    ranked, named = await first_signals(graph, embedder, redis, weights, request, params,
-                                        state.stamp, total)
+    ranked, named, found = await first_signals(graph, embedder, redis, weights, request,
+                                               params, state.stamp, total)
     fused = fuse(ranked, weights) if request.mode == "hybrid" else []
-    if named is not None:
+    if named is not None and GRAPH_SEEDS and request.mode == "hybrid":
         # the second hop: from the entities of the passages the other signals rank first
         seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
-        ranked["graph"] = await graph_signal(graph, named, params, total, seeds)
-        if ranked["graph"] and request.mode == "hybrid":
+        found = await graph_signal(graph, named, params, total, seeds)
+        ranked["graph"] = found.ranked
+        if ranked["graph"]:
             fused = fuse(ranked, weights)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
@@ -141,6 +142,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                 graph, candidates, params, CONTEXT_WEIGHT))
     else:
         candidates = single(request.mode, ranked[request.mode])
+    if found is not None:
+        explain(candidates, named, found)
     if inheriting:
         candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
@@ -158,10 +161,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
                         weights: dict[str, float], request: SearchRequest, params: dict[str, Any],
                         stamp: str | None, total: int
-                        ) -> tuple[dict[str, Ranked], Named | None]:
-    """Everything that needs only the question, at once: the vector and keyword signals and
-    the graph signal's first hop (the entities the question names). ``stamp`` and ``total``:
-    the namespace's write stamp and chunk count (search_state)."""
+                        ) -> tuple[dict[str, Ranked], Named | None, Found | None]:
+    """Every signal at once (each needs only the question): vector, keyword and graph.
+    ``stamp`` and ``total``: the namespace's write stamp and chunk count (search_state)."""
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
@@ -170,9 +172,37 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
         jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
                                          KEYWORD_POOL)
     if graphed:
-        jobs["named"] = named_in(graph, request.query)
+        jobs["graph"] = graph_part(graph, request, params, total)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
-    return done, done.pop("named", None)
+    named, found = done.pop("graph", (None, None))
+    if found is not None:
+        done["graph"] = found.ranked
+    return done, named, found
+
+
+async def graph_part(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
+                     total: int) -> tuple[Named, Found | None]:
+    """The graph signal: the entities the question names, then (in hybrid only where
+    ``graph_joins``) the passages that mention them or their neighbours."""
+    named = await named_in(graph, request.query)
+    if request.mode == "hybrid" and (GRAPH_SEEDS or not graph_joins(named, total)):
+        return named, None
+    return named, await graph_signal(graph, named, params, total)
+
+
+def graph_joins(named: Named, total: int) -> bool:
+    """Whether the graph signal joins hybrid's fusion for this question."""
+    return bool(named.direct)
+
+
+def explain(candidates: list[Candidate], named: Named, found: Found) -> None:
+    """``why["graph"]`` of each candidate the graph signal found names the entities it was
+    found through (services/query/entities.py, reasons)."""
+    for candidate in candidates:
+        match = candidate.why.get("graph")
+        if match is not None and candidate.row[1] in found.matched:
+            candidate.why["graph"] = msgspec.structs.replace(
+                match, **reasons(named, found.matched[candidate.row[1]]))
 
 
 def fuse(ranked: dict[str, Ranked], weights: dict[str, float],

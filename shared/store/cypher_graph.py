@@ -155,7 +155,8 @@ PASSAGES = """
 MATCH (e:Entity {id: $id}) WITH e
 MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH r, c
 MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE """ + VISIBLE + """
-RETURN m.id, c.id, c.text, r.count ORDER BY r.count DESC, c.id LIMIT $limit
+RETURN m.id, c.id, c.text, r.count, m.source, c.start_line, c.end_line
+ORDER BY r.count DESC, c.id LIMIT $limit
 """
 ENTITY_DF = """
 UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id
@@ -173,13 +174,16 @@ RETURN e.id, count(m)
 # the graph signal: chunks scored by the entities they mention. $weighted: [entity id,
 # weight (its idf, halved for a neighbour or bridge), bridge?]; a bridge (an entity of one of
 # the $seeds passages) scores nothing in those passages. A mention counted twice is worth
-# 1.33 (saturating at 2), as in BM25. Scored here: the client would parse every posting
+# 1.33 (saturating at 2), as in BM25. Scored here: the client would parse every posting.
+# The last column: the ids of the entities the passage was found through (why["graph"])
 GRAPH_HITS = (
     "UNWIND $weighted AS t MATCH (e:Entity {id: t[0]}) WITH e, t "
     "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WHERE NOT (t[2] AND c.id IN $seeds) "
-    "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score "
+    "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score, "
+    "collect(t[0]) AS matched "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + FILTER
-    + "WITH m, c, score ORDER BY score DESC, c.id ASC LIMIT $depth" + RETURN_HIT
+    + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $depth" + RETURN_HIT
+    + ", matched"
 )
 CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)

@@ -33,14 +33,16 @@ from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.services.query import hits, search
+from zapomni.services.query import entities, hits, search
 from zapomni.services.query.app import build_app
 from zapomni.services.query.search import WEIGHTS
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
-from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.answers import SearchHit, SearchResponse
 from zapomni.shared.protocol.api import SEARCH_MODES, SearchRequest
 from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.graphstore import run as run_graph
 from zapomni.shared.tasks import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,12 +195,13 @@ async def ingest(settings: Settings, docs: list[Doc],
 
 
 async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
-                     owners: dict) -> tuple[list[list[str]], list[float], list[list[float]]]:
-    ranked, latencies, scores = [], [], []
+                     owners: dict) -> tuple[list[list[str]], list[float], list[list[float]],
+                                        list[list[SearchHit]]]:
+    ranked, latencies, scores, found = [], [], [], []
     for q in queries:
         body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=100,
                                                  namespace=q.namespace,
-                                                 mode=mode.removesuffix(NO_GRAPH)))
+                                                 mode=mode.split("-")[0]))
         started = time.perf_counter()
         response = await http.post("/v1/search", content=body,
                                    headers={"content-type": "application/json"})
@@ -211,11 +214,74 @@ async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
                 docs.setdefault(doc, hit.score)
         ranked.append(list(docs))
         scores.append(list(docs.values()))
-    return ranked, latencies, scores
+        found.append(hits)
+    return ranked, latencies, scores, found
 
 
 NO_GRAPH = "-no-graph"  # hybrid with the graph signal's weight at 0 (search.WEIGHTS)
-MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH)
+SEEDS = "-seeds"  # hybrid with the graph's second hop after fusion (search.GRAPH_SEEDS)
+NAMED = "-named"  # hybrid reading the entities named, the graph never joining (graph_joins)
+MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH, "hybrid" + SEEDS, "hybrid" + NAMED)
+
+# graph mode's results checked against the graph itself: how many of a result's chunk's
+# entities the question names, and how many are one hop from one it names
+EXPLAINED = """
+UNWIND $chunks AS cid MATCH (c:Chunk {id: cid})
+OPTIONAL MATCH (c)-[:MENTIONS]->(e:Entity) WHERE e.id IN $named
+WITH c, cid, count(e) AS direct
+OPTIONAL MATCH (c)-[:MENTIONS]->(:Entity)-[:RELATED]-(s:Entity) WHERE s.id IN $named
+RETURN cid, direct, count(s)
+"""
+
+
+async def question_entities(settings: Settings, queries: list[Query]) -> list[dict]:
+    """What the graph signal reads for each question (entities.named_in): the entities it
+    names with the chunks that mention each, its neighbours, and the namespace's chunks."""
+    store = GraphStore(settings)
+    totals: dict[str, int] = {}
+    features = []
+    try:
+        for q in queries:
+            graph = store.graph(q.namespace)
+            if q.namespace not in totals:
+                totals[q.namespace] = int((await run_graph(
+                    graph, "MATCH (c:Chunk) RETURN count(c)", read_only=True))[0][0])
+            named = await entities.named_in(graph, q.text[:2000])
+            features.append({"direct": sorted([e, named.mentions[e]] for e in named.direct),
+                             "near": len(named.near), "total": totals[q.namespace]})
+    finally:
+        await store.aclose()
+    return features
+
+
+async def unexplained(settings: Settings, queries: list[Query], features: list[dict],
+                      found: list[list[SearchHit]]) -> dict:
+    """Graph mode's results that mention no entity of the question nor a neighbour of one
+    (checked in the graph; target 0), those found through a neighbour only, and those whose
+    why["graph"] names no entity."""
+    store = GraphStore(settings)
+    counts = {"unexplained": 0, "via_neighbour": 0, "why_empty": 0}
+    try:
+        for q, feature, hits in zip(queries, features, found, strict=True):
+            if not hits:
+                continue
+            rows = await run_graph(store.graph(q.namespace), EXPLAINED, {
+                "chunks": [h.chunk_id for h in hits],
+                "named": [e for e, _ in feature["direct"]]}, read_only=True)
+            counts["unexplained"] += sum(1 for _, direct, near in rows if not direct + near)
+            counts["via_neighbour"] += sum(1 for _, direct, near in rows if near and not direct)
+            counts["why_empty"] += sum(1 for h in hits if not (
+                h.why["graph"].entities or h.why["graph"].via))
+    finally:
+        await store.aclose()
+    return counts
+
+
+JOINS = search.graph_joins
+
+
+def never(named: entities.Named, total: int) -> bool:
+    return False
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -250,19 +316,28 @@ async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
     """Every mode's scores on one data set, through a query service with ``settings`` (in this
     process: hybrid-no-graph is hybrid asked while the graph's weight is 0)."""
     rows = []
+    features = await question_entities(settings, queries)
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+        (args.dump / f"{name}-entities.json").write_text(json.dumps(features))
     with ThreadedServer(build_app(settings), port=free_port()) as server:
         async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http:
             for mode in args.modes:
                 search.WEIGHTS = {**WEIGHTS, "graph": 0.0} if mode.endswith(NO_GRAPH) else WEIGHTS
-                ranked, latencies, scores = await search_all(http, queries, mode, owners)
-                search.WEIGHTS = WEIGHTS
+                search.GRAPH_SEEDS = 5 if mode.endswith(SEEDS) else 0
+                search.graph_joins = never if mode.endswith(NAMED) else JOINS
+                ranked, latencies, scores, found = await search_all(http, queries, mode,
+                                                                    owners)
+                search.WEIGHTS, search.GRAPH_SEEDS, search.graph_joins = WEIGHTS, 0, JOINS
                 if args.dump:
-                    dump(args.dump, name, mode, queries, ranked, scores)
+                    dump(args.dump, name, mode, queries, ranked, scores, latencies)
+                checked = await unexplained(settings, queries, features, found) \
+                    if mode == "graph" else {}
                 rows.append({"dataset": name, "mode": mode, "cap": hits.MAX_PER_MEMORY,
                              "pool": search.KEYWORD_POOL,
                              "queries": len(queries), **score(name, queries, ranked),
                              "p50_ms": percentile(latencies, 0.5),
-                             "p95_ms": percentile(latencies, 0.95)})
+                             "p95_ms": percentile(latencies, 0.95), **checked})
     return rows
 
 
@@ -285,12 +360,13 @@ async def cached_store() -> AsyncIterator[str]:
 
 
 def dump(folder: Path, name: str, mode: str, queries: list[Query], ranked: list[list[str]],
-         scores: list[list[float]]) -> None:
-    """Every query's ranked documents and scores, for studying fusion offline."""
+         scores: list[list[float]], latencies: list[float]) -> None:
+    """Every query's ranked documents, scores and seconds, for studying fusion offline."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}-{mode}.json").write_text(json.dumps([
         {"id": q.id, "category": q.category, "relevant": sorted(q.relevant), "ranked": r,
-         "scores": s} for q, r, s in zip(queries, ranked, scores, strict=True)]))
+         "scores": s, "seconds": t}
+        for q, r, s, t in zip(queries, ranked, scores, latencies, strict=True)]))
 
 
 def table(rows: list[dict]) -> str:
