@@ -126,11 +126,20 @@ async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str,
 
 async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
     """Entities every word of whose name is a word of the query (a term's word, also in the
-    plural: "statins" names the term "statin")."""
+    plural: "statins" names the term "statin"): id, key, name, type, mentions. Only those
+    named have their mentions counted (a question's words match up to NAME_CANDIDATES)."""
     words = terms(query)
+    if not words:
+        return []
     asked = set(words)
-    rows = await by_words(graph, words, None, NAME_CANDIDATES)
-    return [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
+    rows = await run(graph, cypher_graph.ENTITY_NAMES, {"q": "|".join(words),
+                                                       "limit": NAME_CANDIDATES}, read_only=True)
+    rows = [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
+    if not rows:
+        return []
+    counted = dict(await run(graph, cypher_graph.ENTITY_DF, {"ids": [row[0] for row in rows]},
+                             read_only=True))
+    return [[*row[:4], int(counted.get(row[0], 0))] for row in rows]
 
 
 def is_term_row(row: list[Any]) -> bool:
@@ -187,17 +196,22 @@ class Named:
 
 
 async def named_in(graph: AsyncGraph, query: str) -> Named:
-    """The graph signal's first hop (the mention counts of named entities come with them)."""
+    """The entities the question names, with their mention counts (the rule of whether the
+    graph joins hybrid reads these alone: services/query/search.py, graph_joins)."""
     rows = await named_entities(graph, query)
-    mentions = {row[0]: int(row[4]) for row in rows}
-    names = {row[0]: row[2] for row in rows}
-    direct = frozenset(mentions)
-    near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
-    if near:
-        counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
-        mentions.update({eid: int(count) for eid, count in counted})
-    names.update({eid: name for eid, (name, _) in near.items()})
-    return Named(direct, frozenset(near), mentions, names,
+    return Named(frozenset(row[0] for row in rows), frozenset(),
+                 {row[0]: row[4] for row in rows}, {row[0]: row[2] for row in rows})
+
+
+async def with_neighbours(graph: AsyncGraph, named: Named) -> Named:
+    """``named`` and the strongest neighbours of its entities (never one of them)."""
+    near = await strongest_neighbours(graph, set(named.direct))
+    if not near:
+        return named
+    counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
+    return Named(named.direct, frozenset(near),
+                 {**named.mentions, **{eid: int(count) for eid, count in counted}},
+                 {**named.names, **{eid: name for eid, (name, _) in near.items()}},
                  {eid: source for eid, (_, source) in near.items()})
 
 

@@ -21,7 +21,14 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from redis.asyncio import Redis
 
-from zapomni.services.query.entities import Found, Named, graph_signal, named_in, reasons
+from zapomni.services.query.entities import (
+    Found,
+    Named,
+    graph_signal,
+    named_in,
+    reasons,
+    with_neighbours,
+)
 from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
@@ -185,7 +192,10 @@ async def graph_part(graph: AsyncGraph, request: SearchRequest, params: dict[str
     """The graph signal: the entities the question names, then (in hybrid only where
     ``graph_joins``) the passages that mention them or their neighbours."""
     named = await named_in(graph, request.query)
-    if request.mode == "hybrid" and (GRAPH_SEEDS or not graph_joins(named, total)):
+    if request.mode == "hybrid" and not graph_joins(named, total):
+        return named, None
+    named = await with_neighbours(graph, named)
+    if request.mode == "hybrid" and GRAPH_SEEDS:
         return named, None
     return named, await graph_signal(graph, named, params, total)
 

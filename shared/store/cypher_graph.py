@@ -137,6 +137,11 @@ WITH e, score ORDER BY score DESC LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN e.id, e.key, e.name, e.type, count(m), score
 """
+# the graph signal's candidates for the entities a question names (counted once chosen)
+ENTITY_NAMES = """
+CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
+RETURN e.id, e.key, e.name, e.type, score ORDER BY score DESC LIMIT $limit
+"""
 ENTITY_BY_ID = """
 MATCH (e:Entity {id: $id})
 OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)

@@ -246,7 +246,8 @@ async def question_entities(settings: Settings, queries: list[Query]) -> list[di
             if q.namespace not in totals:
                 totals[q.namespace] = int((await run_graph(
                     graph, "MATCH (c:Chunk) RETURN count(c)", read_only=True))[0][0])
-            named = await entities.named_in(graph, q.text[:2000])
+            named = await entities.with_neighbours(graph, await entities.named_in(
+                graph, q.text[:2000]))
             features.append({"direct": sorted([e, named.mentions[e]] for e in named.direct),
                              "near": len(named.near), "total": totals[q.namespace]})
     finally:
