@@ -224,47 +224,37 @@ class Found:
     matched: dict[str, list[str]]
 
 
-async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,
-                       seeds: list[str] = ()) -> Found:
+async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any],
+                       total: int) -> Found:
     """Chunks scored by the rarity of the entities they mention: those the query names
-    (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
-    passages other signals rank first; their bridges lead to the next hop's passages) at
-    half weight. Seeds earn nothing from their own entities. An entity in too many chunks
+    (full weight) and their strongest neighbours (half weight). An entity in too many chunks
     says nothing (see COMMON_ENTITY_SHARE); past MAX_POSTINGS mentions in all, the most
     mentioned entities are left out first.
 
     The score is the share of the weight in play that the passage covers: each entity
-    weighs its idf (a neighbour or bridge half of it) and a passage covers half of an
-    entity's weight with one mention of it, two thirds with two, n/(n+1) with n (BM25's
-    saturation). One question's passages keep their order (one divisor for all of them);
-    the scale is 0-1 like the other modes'."""
-    mentions = dict(named.mentions)
-    if seeds:
-        rows = await run(graph, cypher_graph.SEED_ENTITIES, {"ids": list(seeds),
-                                                        "known": sorted(mentions)},
-                         read_only=True)
-        mentions.update({eid: int(count) for eid, count in rows})
-    weighted = weigh(named, mentions, total)
+    weighs its idf (a neighbour half of it) and a passage covers half of an entity's weight
+    with one mention of it, two thirds with two, n/(n+1) with n (BM25's saturation). One
+    question's passages keep their order (one divisor for all of them); the scale is 0-1
+    like the other modes'."""
+    weighted = weigh(named, total)
     if not weighted:
         return Found([], {})
-    rows = await run_cells(graph, cypher_graph.GRAPH_HITS, {
-        **params, "weighted": weighted, "seeds": list(seeds)})
-    whole = 2.0 * sum(w[1] for w in weighted)
+    rows = await run_cells(graph, cypher_graph.GRAPH_HITS, {**params, "weighted": weighted})
+    whole = 2.0 * sum(weight for _, weight in weighted)
     return Found([(row[:6], min(1.0, float(row[3]) / whole)) for row in rows],
                  {row[1]: list(row[6]) for row in rows})
 
 
-def weigh(named: Named, mentions: dict[str, int], total: int) -> list[list[Any]]:
-    """[entity id, weight, bridge?] for each entity the graph signal reads, rarest first."""
+def weigh(named: Named, total: int) -> list[list[Any]]:
+    """[entity id, weight] for each entity the graph signal reads, rarest first."""
     limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
     weighted, postings = [], 0
-    for eid, count in sorted(mentions.items(), key=lambda item: (item[1], item[0])):
+    for eid, count in sorted(named.mentions.items(), key=lambda item: (item[1], item[0])):
         if not 0 < count <= limit or postings + count > MAX_POSTINGS:
             continue
         postings += count
-        direct = eid in named.direct
-        weighted.append([eid, idf(total, count) * (1.0 if direct else NEIGHBOUR_WEIGHT),
-                         not direct and eid not in named.near])
+        weighted.append([eid, idf(total, count) * (
+            1.0 if eid in named.direct else NEIGHBOUR_WEIGHT)])
     return weighted
 
 

@@ -66,7 +66,15 @@ MAX_CANDIDATES = 1000
 COMMON_TERM_SHARE = 0.1
 QUERY_CACHE_TTL = 7 * 86400
 QUERY_CACHE_MAX = 10_000  # question vectors kept (~18 MB at 384-d)
-GRAPH_SEEDS = 0  # passages whose entities the graph signal follows (the second hop)
+# the graph joins hybrid's fusion only for a question that names one or two rare entities
+# (each in at most RARE_SHARE of the namespace's chunks, or RARE_FLOOR chunks in a small one):
+# chosen on the dev sets of ./dev bench retrieval, hybrid with the graph against without,
+# nDCG@10 / R@10: always joining gave HotpotQA -0.0103, LoCoMo R@10 -0.0051, MuSiQue +0.0220;
+# this rule +0.0005, +0.0019, +0.0156; shares 0.004-0.01 and floors 1-3 within 0.0014
+# (docs/benchmarks.md, "The graph read path")
+RARE_SHARE = 0.005
+RARE_FLOOR = 2
+MAX_RARE = 2
 CONTEXT_SEEDS = 10  # best candidates whose unfound neighbours join the candidates
 # hybrid's fusion: standardised scores over each signal's best CANDIDATES, weighted per signal.
 # At equal weights it beat reciprocal rank fusion on every set (SciFact nDCG@10 0.709 -> 0.723,
@@ -133,13 +141,6 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     ranked, named, found = await first_signals(graph, embedder, redis, weights, request,
                                                params, state.stamp, total)
     fused = fuse(ranked, weights) if request.mode == "hybrid" else []
-    if named is not None and GRAPH_SEEDS and request.mode == "hybrid":
-        # the second hop: from the entities of the passages the other signals rank first
-        seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
-        found = await graph_signal(graph, named, params, total, seeds)
-        ranked["graph"] = found.ranked
-        if ranked["graph"]:
-            fused = fuse(ranked, weights)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
@@ -190,19 +191,22 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 async def graph_part(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
                      total: int) -> tuple[Named, Found | None]:
     """The graph signal: the entities the question names, then (in hybrid only where
-    ``graph_joins``) the passages that mention them or their neighbours."""
+    ``graph_joins``) the passages that mention them or their neighbours. Five reads one
+    after another, beside the vector and keyword signals."""
     named = await named_in(graph, request.query)
     if request.mode == "hybrid" and not graph_joins(named, total):
         return named, None
     named = await with_neighbours(graph, named)
-    if request.mode == "hybrid" and GRAPH_SEEDS:
-        return named, None
     return named, await graph_signal(graph, named, params, total)
 
 
 def graph_joins(named: Named, total: int) -> bool:
-    """Whether the graph signal joins hybrid's fusion for this question."""
-    return bool(named.direct)
+    """Whether the graph signal joins hybrid's fusion: the question names one or two rare
+    entities. One that names none is answered by words and meaning; one that names many
+    already says in words what the graph would add (measured: see RARE_SHARE)."""
+    most = max(RARE_FLOOR, RARE_SHARE * total)
+    rare = [e for e in named.direct if 0 < named.mentions[e] <= most]
+    return 1 <= len(rare) <= MAX_RARE
 
 
 def explain(candidates: list[Candidate], named: Named, found: Found) -> None:

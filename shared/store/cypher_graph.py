@@ -168,22 +168,13 @@ UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id
 OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN id, count(m)
 """
-# the entities the passages other signals rank first mention (the graph signal's bridges
-# to a second hop), but for those already $known, with how many chunks mention each
-SEED_ENTITIES = """
-UNWIND $ids AS id MATCH (:Chunk {id: id})-[:MENTIONS]->(e:Entity)
-WITH DISTINCT e WHERE NOT e.id IN $known
-MATCH (e)<-[m:MENTIONS]-(:Chunk)
-RETURN e.id, count(m)
-"""
 # the graph signal: chunks scored by the entities they mention. $weighted: [entity id,
-# weight (its idf, halved for a neighbour or bridge), bridge?]; a bridge (an entity of one of
-# the $seeds passages) scores nothing in those passages. A mention counted twice is worth
-# 1.33 (saturating at 2), as in BM25. Scored here: the client would parse every posting.
+# weight (its idf, halved for a neighbour)]. A mention counted twice is worth 1.33
+# (saturating at 2), as in BM25. Scored here: the client would parse every posting.
 # The last column: the ids of the entities the passage was found through (why["graph"])
 GRAPH_HITS = (
     "UNWIND $weighted AS t MATCH (e:Entity {id: t[0]}) WITH e, t "
-    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WHERE NOT (t[2] AND c.id IN $seeds) "
+    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) "
     "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score, "
     "collect(t[0]) AS matched "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + FILTER

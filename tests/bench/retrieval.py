@@ -219,9 +219,7 @@ async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
 
 
 NO_GRAPH = "-no-graph"  # hybrid with the graph signal's weight at 0 (search.WEIGHTS)
-SEEDS = "-seeds"  # hybrid with the graph's second hop after fusion (search.GRAPH_SEEDS)
-NAMED = "-named"  # hybrid reading the entities named, the graph never joining (graph_joins)
-MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH, "hybrid" + SEEDS, "hybrid" + NAMED)
+MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH)
 
 # graph mode's results checked against the graph itself: how many of a result's chunk's
 # entities the question names, and how many are one hop from one it names
@@ -246,10 +244,11 @@ async def question_entities(settings: Settings, queries: list[Query]) -> list[di
             if q.namespace not in totals:
                 totals[q.namespace] = int((await run_graph(
                     graph, "MATCH (c:Chunk) RETURN count(c)", read_only=True))[0][0])
-            named = await entities.with_neighbours(graph, await entities.named_in(
-                graph, q.text[:2000]))
+            named = await entities.named_in(graph, q.text[:2000])
+            near = await entities.with_neighbours(graph, named)
             features.append({"direct": sorted([e, named.mentions[e]] for e in named.direct),
-                             "near": len(named.near), "total": totals[q.namespace]})
+                             "near": len(near.near), "total": totals[q.namespace],
+                             "joins": search.graph_joins(named, totals[q.namespace])})
     finally:
         await store.aclose()
     return features
@@ -276,13 +275,6 @@ async def unexplained(settings: Settings, queries: list[Query], features: list[d
     finally:
         await store.aclose()
     return counts
-
-
-JOINS = search.graph_joins
-
-
-def never(named: entities.Named, total: int) -> bool:
-    return False
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -315,7 +307,8 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
 async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
                        queries: list[Query], owners: dict) -> list[dict]:
     """Every mode's scores on one data set, through a query service with ``settings`` (in this
-    process: hybrid-no-graph is hybrid asked while the graph's weight is 0)."""
+    process: hybrid-no-graph is hybrid asked while the graph's weight is 0). Graph mode's
+    results are checked against the graph (``unexplained``)."""
     rows = []
     features = await question_entities(settings, queries)
     if args.dump:
@@ -325,15 +318,15 @@ async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
         async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http:
             for mode in args.modes:
                 search.WEIGHTS = {**WEIGHTS, "graph": 0.0} if mode.endswith(NO_GRAPH) else WEIGHTS
-                search.GRAPH_SEEDS = 5 if mode.endswith(SEEDS) else 0
-                search.graph_joins = never if mode.endswith(NAMED) else JOINS
                 ranked, latencies, scores, found = await search_all(http, queries, mode,
                                                                     owners)
-                search.WEIGHTS, search.GRAPH_SEEDS, search.graph_joins = WEIGHTS, 0, JOINS
+                search.WEIGHTS = WEIGHTS
                 if args.dump:
                     dump(args.dump, name, mode, queries, ranked, scores, latencies)
                 checked = await unexplained(settings, queries, features, found) \
                     if mode == "graph" else {}
+                if mode == "hybrid":  # the share of questions the graph joins for
+                    checked = {"graph_joins": mean([f["joins"] for f in features])}
                 rows.append({"dataset": name, "mode": mode, "cap": hits.MAX_PER_MEMORY,
                              "pool": search.KEYWORD_POOL,
                              "queries": len(queries), **score(name, queries, ranked),

@@ -93,3 +93,18 @@ async def test_entity_passages_carry_their_source_and_lines(client, settings):
     hit = next(h for h in hits["results"] if h["chunk_id"] == mine["chunk_id"])
     assert (hit["source"], hit["start_line"], hit["end_line"]) == (
         mine["source"], mine["start_line"], mine["end_line"])
+
+
+async def test_the_graph_joins_hybrid_for_one_or_two_rare_entities_only(client, settings):
+    added = [await call(client, "add_memory", text=text, namespace="kg") for text in BRIDGE]
+    await run_workers(settings)
+    one = await call(client, "search_memory", query="What did Zorblax Industries build?",
+                     namespace="kg")
+    assert "graph" in next(r for r in one["results"]
+                           if r["memory_id"] == added[1]["memory_id"])["why"]
+    # four named: the words find them; the graph stays out (services/query/search.py)
+    many = await call(client, "search_memory", namespace="kg",
+                      query="Zorblax Industries, Helena Varga, Vienna and the Danube")
+    assert many["results"] and all("graph" not in r["why"] for r in many["results"])
+    none = await call(client, "search_memory", query="gardens full of tulips", namespace="kg")
+    assert none["results"] and all("graph" not in r["why"] for r in none["results"])
