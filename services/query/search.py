@@ -4,7 +4,8 @@ services/query/hits.py shapes them).
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
 leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25), ``graph``
 (entities named in the query and their neighbours: services/query/entities.py) and ``hybrid``
-(all three, fused by standardised score).
+(vector and keyword, and graph for a question naming one or two rare entities: graph_joins;
+fused by standardised score).
 Read-only.
 """
 
