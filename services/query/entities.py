@@ -132,14 +132,14 @@ async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
     if not words:
         return []
     asked = set(words)
-    rows = await run(graph, cypher_graph.ENTITY_NAMES, {"q": "|".join(words),
-                                                       "limit": NAME_CANDIDATES}, read_only=True)
+    rows = await run_cells(graph, cypher_graph.ENTITY_NAMES, {"q": "|".join(words),
+                                                             "limit": NAME_CANDIDATES})
     rows = [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
     if not rows:
         return []
-    counted = dict(await run(graph, cypher_graph.ENTITY_DF, {"ids": [row[0] for row in rows]},
-                             read_only=True))
-    return [[*row[:4], int(counted.get(row[0], 0))] for row in rows]
+    counted = dict(await run_cells(graph, cypher_graph.ENTITY_DF,
+                                   {"ids": [row[0] for row in rows]}))
+    return [[*row, int(counted.get(row[0], 0))] for row in rows]
 
 
 def is_term_row(row: list[Any]) -> bool:
@@ -170,9 +170,9 @@ async def strongest_neighbours(graph: AsyncGraph, entities: set[str]
     (its name, the entity of ``entities`` it was found through; the strongest link's)."""
     if not entities:
         return {}
-    rows = await run(graph, cypher_graph.NEIGHBOURS, {
+    rows = await run_cells(graph, cypher_graph.NEIGHBOURS, {
         "ids": sorted(entities), "exclude": sorted(entities),
-        "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4}, read_only=True)
+        "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4})
     per_entity: dict[str, int] = defaultdict(int)
     near: dict[str, tuple[str, str]] = {}
     for source, neighbour, name, *_ in rows:
@@ -208,7 +208,7 @@ async def with_neighbours(graph: AsyncGraph, named: Named) -> Named:
     near = await strongest_neighbours(graph, set(named.direct))
     if not near:
         return named
-    counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
+    counted = await run_cells(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)})
     return Named(named.direct, frozenset(near),
                  {**named.mentions, **{eid: int(count) for eid, count in counted}},
                  {**named.names, **{eid: name for eid, (name, _) in near.items()}},

@@ -140,7 +140,8 @@ RETURN e.id, e.key, e.name, e.type, count(m), score
 # the graph signal's candidates for the entities a question names (counted once chosen)
 ENTITY_NAMES = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
-RETURN e.id, e.key, e.name, e.type, score ORDER BY score DESC LIMIT $limit
+WITH e ORDER BY score DESC LIMIT $limit
+RETURN e.id, e.key, e.name, e.type
 """
 ENTITY_BY_ID = """
 MATCH (e:Entity {id: $id})
