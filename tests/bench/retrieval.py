@@ -382,9 +382,9 @@ def table(rows: list[dict]) -> str:
     lines = []
     for name in dict.fromkeys(r["dataset"] for r in rows):
         subset = [r for r in rows if r["dataset"] == name]
-        header = list(subset[0])
+        header = list(dict.fromkeys(h for r in subset for h in r))  # modes add columns
         lines.append(" | ".join(header))
-        lines += [" | ".join(str(r[h]) for h in header) for r in subset]
+        lines += [" | ".join(str(r.get(h, "")) for h in header) for r in subset]
         lines.append("")
     return "\n".join(lines)
 
