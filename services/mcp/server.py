@@ -161,14 +161,17 @@ def add_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             min_score: float = 0.0, rank: str = "relevance",
                             as_of: str | float | None = None) -> dict[str, Any]:
         """Find the stored passages that answer query (1-2,000 characters). limit: 1-100.
-        mode: "hybrid" (default: meaning, exact words and named entities, fused), "vector"
-        (meaning), "keyword" (words) or "graph" (entities named in the query and their
-        related entities). score: hybrid 0-1 (0.5 = an average candidate, 0.84 = one
-        standard deviation above), vector = cosine similarity, keyword = BM25, graph = sum
-        of entity rarities; min_score drops lower results. Each result says why it matched
-        (each signal's rank and score; "context": the rank of the turn of the same thread
-        next to it that lent it score), names the entities it mentions, and folds
-        overlapping chunks of one memory into the best (also_matched). One memory holds at
+        mode: "hybrid" (default: meaning and exact words, and named entities when the
+        query names one or two rare ones, fused), "vector" (meaning), "keyword" (words) or
+        "graph" (passages that mention an entity named in the query or a related one).
+        score: hybrid 0-1 (0.5 = an average candidate, 0.84 = one standard deviation above),
+        vector = cosine similarity, keyword = BM25, graph = the share of the query's entity
+        weight the passage covers (0-1); min_score drops lower results. Each result says why
+        it matched (each signal's rank and score; "context": the rank of the turn of the
+        same thread next to it that lent it score; "graph": the named entities it mentions
+        and, in via, each related entity it was found through with its named one), names
+        the entities it mentions, and folds overlapping chunks of one memory into the best
+        (also_matched). One memory holds at
         most 3 results (a setting): its further matches are listed under its best result
         (more: chunk_id, char_start, char_end, score). filters (all optional):
         {"tags": [..] (any), "tags_all": [..], "source": "..", "source_prefix": "src/app/"
@@ -265,7 +268,8 @@ def add_graph_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         passages have both in one sentence; depth=2 adds their neighbours) and the passages
         that mention it. A symbol of source code (by dotted name or its last parts) also
         shows where it is defined, the passages that use it and its relations (defines,
-        imports, inherits, calls, uses)."""
+        imports, inherits, calls, uses). Passages carry their source and lines (start_line,
+        end_line) as search results do."""
         with tool_call("get_entity"):
             request = convert({"name_or_id": name_or_id.strip() if isinstance(
                 name_or_id, str) else name_or_id, "depth": depth,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
@@ -124,7 +124,8 @@ async def get_entity(store: GraphStore, ref: EntityRef) -> EntityDetail:
                          read_only=True)
     return await with_code(graph, EntityDetail(
         namespace=ref.namespace, entity=hit(rows[0]), neighbours=neighbours,
-        passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]))
+        passages=[Passage(memory_id=r[0], chunk_id=r[1], text=r[2], count=int(r[3]),
+                          source=r[4] or "", start_line=to_int(r[5]), end_line=to_int(r[6]))
                   for r in passages]))
 
 
@@ -145,6 +146,10 @@ async def entity_group(graph: AsyncGraph, eid: str) -> tuple[str, list[str]]:
     return (rows[0][0], [rows[0][0], *rows[0][1]]) if rows else (eid, [eid])
 
 
+def to_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str, list[str]]:
     """The names each chunk mentions, most mentioned first."""
     if not chunk_ids:
@@ -158,11 +163,20 @@ async def passage_entities(graph: AsyncGraph, chunk_ids: list[str]) -> dict[str,
 
 async def named_entities(graph: AsyncGraph, query: str) -> list[list[Any]]:
     """Entities every word of whose name is a word of the query (a term's word, also in the
-    plural: "statins" names the term "statin")."""
+    plural: "statins" names the term "statin"): id, key, name, type, mentions. Only those
+    named have their mentions counted (a question's words match up to NAME_CANDIDATES)."""
     words = terms(query)
+    if not words:
+        return []
     asked = set(words)
-    rows = await by_words(graph, words, None, NAME_CANDIDATES)
-    return [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
+    rows = await run_cells(graph, cypher_graph.ENTITY_NAMES, {"q": "|".join(words),
+                                                             "limit": NAME_CANDIDATES})
+    rows = [row for row in rows if named(terms(row[1]), asked, is_term_row(row))]
+    if not rows:
+        return []
+    counted = dict(await run_cells(graph, cypher_graph.ENTITY_DF,
+                                   {"ids": [row[0] for row in rows]}))
+    return [[*row[:4], int(counted.get(row[0], 0))] for row in rows]
 
 
 def is_term_row(row: list[Any]) -> bool:
@@ -189,74 +203,112 @@ def named(name: list[str], asked: set[str], term: bool) -> bool:
         word in asked or (term and not plurals(word).isdisjoint(asked)) for word in name)
 
 
-async def strongest_neighbours(graph: AsyncGraph, entities: set[str]) -> set[str]:
-    """The entities most often in a sentence with each of ``entities``."""
+async def strongest_neighbours(graph: AsyncGraph, entities: set[str]
+                               ) -> dict[str, tuple[str, str]]:
+    """The entities most often in a sentence with each of ``entities``: neighbour id ->
+    (its name, the entity of ``entities`` it was found through; the strongest link's)."""
     if not entities:
-        return set()
-    rows = await run(graph, cypher_graph.NEIGHBOURS, {
+        return {}
+    rows = await run_cells(graph, cypher_graph.NEIGHBOURS, {
         "ids": sorted(entities), "exclude": sorted(entities),
-        "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4}, read_only=True)
-    per_entity: dict[str, list[str]] = defaultdict(list)
-    for source, neighbour, *_ in rows:
-        if len(per_entity[source]) < NEIGHBOURS_PER_ENTITY:
-            per_entity[source].append(neighbour)
-    return {n for ids in per_entity.values() for n in ids}
+        "limit": NEIGHBOURS_PER_ENTITY * len(entities) * 4})
+    per_entity: dict[str, int] = defaultdict(int)
+    near: dict[str, tuple[str, str]] = {}
+    for source, neighbour, name, *_ in rows:
+        if per_entity[source] < NEIGHBOURS_PER_ENTITY:
+            per_entity[source] += 1
+            near.setdefault(neighbour, (name, source))
+    return near
 
 
 @dataclass(frozen=True)
 class Named:
     """The part of the graph signal that needs only the question (so it runs beside the
-    other signals): the entities it names, their strongest neighbours, and in how many
-    chunks each is mentioned."""
+    other signals): the entities it names, their strongest neighbours, in how many chunks
+    each is mentioned, their names, and the named entity each neighbour was found through."""
 
     direct: frozenset[str]
     near: frozenset[str]
     mentions: dict[str, int]
+    names: dict[str, str] = field(default_factory=dict)
+    via: dict[str, str] = field(default_factory=dict)  # neighbour -> named entity
 
 
 async def named_in(graph: AsyncGraph, query: str) -> Named:
-    """The graph signal's first hop (the mention counts of named entities come with them)."""
-    # with the symbols of code the question names (services/query/symbols.py; none in prose)
+    """The entities the question names, with their mention counts (the rule of whether the
+    graph joins hybrid reads these alone: services/query/search.py, graph_joins): by name,
+    the symbols of code it names (services/query/symbols.py; none in prose), and a named
+    person's one-word aliases or an alias's person (shared/store/cypher_alias.py)."""
     names, symbols = await asyncio.gather(named_entities(graph, query),
                                           named_symbols(graph, query))
-    mentions = {row[0]: int(row[4]) for row in [*names, *symbols]}
-    if mentions:  # a person's aliases count as the person, and an alias's person as it
-        mentions.update({eid: int(count) for eid, count in await run(
-            graph, cypher_alias.PARTNERS, {"ids": sorted(mentions), "limit": MAX_ALIASES},
-            read_only=True)})
-    direct = frozenset(mentions)
-    near = await strongest_neighbours(graph, set(direct))  # never one of ``direct``
-    if near:
-        counted = await run(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)}, read_only=True)
-        mentions.update({eid: int(count) for eid, count in counted})
-    return Named(direct, frozenset(near), mentions)
+    rows = [*names, *symbols]
+    mentions = {row[0]: int(row[4]) for row in rows}
+    shown = {row[0]: row[2] for row in rows}
+    if mentions:
+        for eid, name, count in await run_cells(graph, cypher_alias.PARTNERS, {
+                "ids": sorted(mentions), "limit": MAX_ALIASES}):
+            mentions[eid], shown[eid] = int(count), name
+    return Named(frozenset(mentions), frozenset(), mentions, shown)
 
 
-async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any], total: int,
-                       seeds: list[str] = ()) -> Ranked:
+async def with_neighbours(graph: AsyncGraph, named: Named) -> Named:
+    """``named`` and the strongest neighbours of its entities (never one of them)."""
+    near = await strongest_neighbours(graph, set(named.direct))
+    if not near:
+        return named
+    counted = await run_cells(graph, cypher_graph.ENTITY_DF, {"ids": sorted(near)})
+    return Named(named.direct, frozenset(near),
+                 {**named.mentions, **{eid: int(count) for eid, count in counted}},
+                 {**named.names, **{eid: name for eid, (name, _) in near.items()}},
+                 {eid: source for eid, (_, source) in near.items()})
+
+
+@dataclass(frozen=True)
+class Found:
+    """The graph signal's passages (scores 0-1: see graph_signal) and, for each, the ids of
+    the entities it was found through."""
+
+    ranked: Ranked
+    matched: dict[str, list[str]]
+
+
+async def graph_signal(graph: AsyncGraph, named: Named, params: dict[str, Any],
+                       total: int) -> Found:
     """Chunks scored by the rarity of the entities they mention: those the query names
-    (full weight), their strongest neighbours, and the entities of the ``seeds`` (the
-    passages other signals rank first; their bridges lead to the next hop's passages) at
-    half weight. Seeds earn nothing from their own entities. An entity in too many chunks
+    (full weight) and their strongest neighbours (half weight). An entity in too many chunks
     says nothing (see COMMON_ENTITY_SHARE); past MAX_POSTINGS mentions in all, the most
-    mentioned entities are left out first."""
-    mentions = dict(named.mentions)
-    if seeds:
-        rows = await run(graph, cypher_graph.SEED_ENTITIES, {"ids": list(seeds),
-                                                        "known": sorted(mentions)},
-                         read_only=True)
-        mentions.update({eid: int(count) for eid, count in rows})
+    mentioned entities are left out first.
+
+    The score is the share of the weight in play that the passage covers: each entity
+    weighs its idf (a neighbour half of it) and a passage covers half of an entity's weight
+    with one mention of it, two thirds with two, n/(n+1) with n (BM25's saturation). One
+    question's passages keep their order (one divisor for all of them); the scale is 0-1
+    like the other modes'."""
+    weighted = weigh(named, total)
+    if not weighted:
+        return Found([], {})
+    rows = await run_cells(graph, cypher_graph.GRAPH_HITS, {**params, "weighted": weighted})
+    whole = 2.0 * sum(weight for _, weight in weighted)
+    return Found([(row[:6], min(1.0, float(row[3]) / whole)) for row in rows],
+                 {row[1]: list(row[6]) for row in rows})
+
+
+def weigh(named: Named, total: int) -> list[list[Any]]:
+    """[entity id, weight] for each entity the graph signal reads, rarest first."""
     limit = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * total)
     weighted, postings = [], 0
-    for eid, count in sorted(mentions.items(), key=lambda item: (item[1], item[0])):
+    for eid, count in sorted(named.mentions.items(), key=lambda item: (item[1], item[0])):
         if not 0 < count <= limit or postings + count > MAX_POSTINGS:
             continue
         postings += count
-        direct = eid in named.direct
-        weighted.append([eid, idf(total, count) * (1.0 if direct else NEIGHBOUR_WEIGHT),
-                         not direct and eid not in named.near])
-    if not weighted:
-        return []
-    rows = await run(graph, cypher_graph.GRAPH_HITS, {**params, "weighted": weighted,
-                                                "seeds": list(seeds)}, read_only=True)
-    return [(row, float(row[3])) for row in rows]
+        weighted.append([eid, idf(total, count) * (
+            1.0 if eid in named.direct else NEIGHBOUR_WEIGHT)])
+    return weighted
+
+
+def reasons(named: Named, matched: list[str]) -> dict[str, Any]:
+    """``why["graph"]``'s account of a passage: the entities the question names that it
+    mentions, and the neighbours it mentions with the named entity each is related to."""
+    entities = [named.names[e] for e in matched if e in named.direct]
+    via = {named.names[e]: named.names[named.via[e]] for e in matched if e in named.via}
+    return {"entities": sorted(entities), **({"via": via} if via else {})}

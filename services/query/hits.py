@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.services.query.entities import Named, passage_entities
+from zapomni.services.query.entities import Named, passage_entities, to_int
 from zapomni.services.query.fusion import Candidate, share_page
 from zapomni.services.query.rank import rank_by_memory, rank_pool, read_memories
 from zapomni.services.query.timeline import TOP, newer_first
@@ -119,7 +119,3 @@ def ingesting(landed: list[int] | None) -> dict[str, Any]:
         return {}
     return {"status": "ingesting", "parts": PartsDone(done=int(landed[0]),
                                                       total=int(landed[1]))}
-
-
-def to_int(value: Any) -> int | None:
-    return None if value is None else int(value)

@@ -4,7 +4,8 @@ services/query/hits.py shapes them).
 Signals (``mode``): ``vector`` (HNSW over chunk embeddings, or an exact scan when filters
 leave too few), ``keyword`` (FalkorDB full-text candidates re-scored with BM25), ``graph``
 (entities named in the query and their neighbours: services/query/entities.py) and ``hybrid``
-(all three, fused by standardised score).
+(vector and keyword, and graph for a question naming one or two rare entities: graph_joins;
+fused by standardised score).
 Read-only.
 """
 
@@ -21,7 +22,14 @@ import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 from redis.asyncio import Redis
 
-from zapomni.services.query.entities import Named, graph_signal, named_in
+from zapomni.services.query.entities import (
+    Found,
+    Named,
+    graph_signal,
+    named_in,
+    reasons,
+    with_neighbours,
+)
 from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
@@ -58,7 +66,15 @@ MAX_CANDIDATES = 1000
 COMMON_TERM_SHARE = 0.1
 QUERY_CACHE_TTL = 7 * 86400
 QUERY_CACHE_MAX = 10_000  # question vectors kept (~18 MB at 384-d)
-GRAPH_SEEDS = 5  # passages whose entities the graph signal follows (the second hop)
+# the graph joins hybrid's fusion only for a question that names one or two rare entities
+# (each in at most RARE_SHARE of the namespace's chunks, or RARE_FLOOR chunks in a small one):
+# chosen on the dev sets of ./dev bench retrieval, hybrid with the graph against without,
+# nDCG@10 / R@10: always joining gave HotpotQA -0.0103, LoCoMo R@10 -0.0051, MuSiQue +0.0220;
+# this rule +0.0005, +0.0019, +0.0156; shares 0.004-0.01 and floors 1-3 within 0.0014
+# (docs/benchmarks.md, "The graph read path")
+RARE_SHARE = 0.005
+RARE_FLOOR = 2
+MAX_RARE = 2
 CONTEXT_SEEDS = 10  # best candidates whose unfound neighbours join the candidates
 # hybrid's fusion: standardised scores over each signal's best CANDIDATES, weighted per signal.
 # At equal weights it beat reciprocal rank fusion on every set (SciFact nDCG@10 0.709 -> 0.723,
@@ -122,15 +138,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     weights = WEIGHTS
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
     threaded = request.mode == "hybrid" and state.threads > 0
-    ranked, named = await first_signals(graph, embedder, redis, weights, request, params,
-                                        state.stamp, total)
+    ranked, named, found = await first_signals(graph, embedder, redis, weights, request,
+                                               params, state.stamp, total)
     fused = fuse(ranked, weights) if request.mode == "hybrid" else []
-    if named is not None:
-        # the second hop: from the entities of the passages the other signals rank first
-        seeds = [c.row[1] for c in collapse(fused)[:GRAPH_SEEDS]]
-        ranked["graph"] = await graph_signal(graph, named, params, total, seeds)
-        if ranked["graph"] and request.mode == "hybrid":
-            fused = fuse(ranked, weights)
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
     if request.mode == "hybrid":
@@ -140,6 +150,8 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
                 graph, candidates, params, CONTEXT_WEIGHT))
     else:
         candidates = single(request.mode, ranked[request.mode])
+    if found is not None:
+        explain(candidates, named, found)
     if inheriting:
         candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
@@ -157,10 +169,9 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
                         weights: dict[str, float], request: SearchRequest, params: dict[str, Any],
                         stamp: str | None, total: int
-                        ) -> tuple[dict[str, Ranked], Named | None]:
-    """Everything that needs only the question, at once: the vector and keyword signals and
-    the graph signal's first hop (the entities the question names). ``stamp`` and ``total``:
-    the namespace's write stamp and chunk count (search_state)."""
+                        ) -> tuple[dict[str, Ranked], Named | None, Found | None]:
+    """Every signal at once (each needs only the question): vector, keyword and graph.
+    ``stamp`` and ``total``: the namespace's write stamp and chunk count (search_state)."""
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
@@ -169,9 +180,43 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
         jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
                                          KEYWORD_POOL)
     if graphed:
-        jobs["named"] = named_in(graph, request.query)
+        jobs["graph"] = graph_part(graph, request, params, total)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
-    return done, done.pop("named", None)
+    named, found = done.pop("graph", (None, None))
+    if found is not None:
+        done["graph"] = found.ranked
+    return done, named, found
+
+
+async def graph_part(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
+                     total: int) -> tuple[Named, Found | None]:
+    """The graph signal: the entities the question names, then (in hybrid only where
+    ``graph_joins``) the passages that mention them or their neighbours. Five reads one
+    after another, beside the vector and keyword signals."""
+    named = await named_in(graph, request.query)
+    if request.mode == "hybrid" and not graph_joins(named, total):
+        return named, None
+    named = await with_neighbours(graph, named)
+    return named, await graph_signal(graph, named, params, total)
+
+
+def graph_joins(named: Named, total: int) -> bool:
+    """Whether the graph signal joins hybrid's fusion: the question names one or two rare
+    entities. One that names none is answered by words and meaning; one that names many
+    already says in words what the graph would add (measured: see RARE_SHARE)."""
+    most = max(RARE_FLOOR, RARE_SHARE * total)
+    rare = [e for e in named.direct if 0 < named.mentions[e] <= most]
+    return 1 <= len(rare) <= MAX_RARE
+
+
+def explain(candidates: list[Candidate], named: Named, found: Found) -> None:
+    """``why["graph"]`` of each candidate the graph signal found names the entities it was
+    found through (services/query/entities.py, reasons)."""
+    for candidate in candidates:
+        match = candidate.why.get("graph")
+        if match is not None and candidate.row[1] in found.matched:
+            candidate.why["graph"] = msgspec.structs.replace(
+                match, **reasons(named, found.matched[candidate.row[1]]))
 
 
 def fuse(ranked: dict[str, Ranked], weights: dict[str, float],

@@ -22,6 +22,11 @@ class SignalMatch(Lenient):
     points: float | msgspec.UnsetType = msgspec.UNSET
     newer: str | msgspec.UnsetType = msgspec.UNSET
     older: str | msgspec.UnsetType = msgspec.UNSET
+    # "graph" (services/query/entities.py): the entities the query names that the passage
+    # mentions, and the neighbours of those it mentions (neighbour -> the named entity it
+    # shares sentences with); a passage is found through one or the other
+    entities: list[str] | msgspec.UnsetType = msgspec.UNSET
+    via: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class MoreMatch(Lenient):
@@ -176,6 +181,10 @@ class Passage(Lenient):
     chunk_id: str
     text: str
     count: int  # mentions in this passage
+    source: str = ""  # the memory's source, as in search results
+    # the lines of the memory's text the passage spans (SearchHit.start_line / end_line)
+    start_line: int | None = None
+    end_line: int | None = None
 
 
 class EntityDetail(Lenient):

@@ -75,7 +75,7 @@ MATCH (:Entity {id: id})-[:SAME_AS*1..2]-(x:Entity)
 WITH DISTINCT x WHERE NOT x.id IN $ids
 WITH x LIMIT $limit
 MATCH (x)<-[m:MENTIONS]-(:Chunk)
-RETURN x.id, count(m)
+RETURN x.id, x.name, count(m)
 """
 # search_entities: as cypher_graph.ENTITY_TEXT, but an alias is not listed (its person is,
 # with the alias's mentions counted as the person's)

@@ -125,6 +125,12 @@ WITH e, score ORDER BY score DESC LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN e.id, e.key, e.name, e.type, count(m), score, coalesce(e.ner_type, e.type)
 """
+# the graph signal's candidates for the entities a question names (counted once chosen)
+ENTITY_NAMES = """
+CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
+WITH e ORDER BY score DESC LIMIT $limit
+RETURN e.id, e.key, e.name, e.type, coalesce(e.ner_type, e.type)
+"""
 # an entity ($id) with the mentions of its group ($ids: it and its aliases, cypher_alias.GROUP)
 ENTITY_BY_ID = """
 MATCH (e:Entity {id: $id})
@@ -146,31 +152,26 @@ PASSAGES = """
 UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e
 MATCH (e)<-[r:MENTIONS]-(c:Chunk) WITH c, sum(r.count) AS count
 MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE """ + VISIBLE + """
-RETURN m.id, c.id, c.text, count ORDER BY count DESC, c.id LIMIT $limit
+RETURN m.id, c.id, c.text, count, m.source, c.start_line, c.end_line
+ORDER BY count DESC, c.id LIMIT $limit
 """
 ENTITY_DF = """
 UNWIND $ids AS id MATCH (e:Entity {id: id}) WITH e, id
 OPTIONAL MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN id, count(m)
 """
-# the entities the passages other signals rank first mention (the graph signal's bridges
-# to a second hop), but for those already $known, with how many chunks mention each
-SEED_ENTITIES = """
-UNWIND $ids AS id MATCH (:Chunk {id: id})-[:MENTIONS]->(e:Entity)
-WITH DISTINCT e WHERE NOT e.id IN $known
-MATCH (e)<-[m:MENTIONS]-(:Chunk)
-RETURN e.id, count(m)
-"""
 # the graph signal: chunks scored by the entities they mention. $weighted: [entity id,
-# weight (its idf, halved for a neighbour or bridge), bridge?]; a bridge (an entity of one of
-# the $seeds passages) scores nothing in those passages. A mention counted twice is worth
-# 1.33 (saturating at 2), as in BM25. Scored here: the client would parse every posting
+# weight (its idf, halved for a neighbour)]. A mention counted twice is worth 1.33
+# (saturating at 2), as in BM25. Scored here: the client would parse every posting.
+# The last column: the ids of the entities the passage was found through (why["graph"])
 GRAPH_HITS = (
     "UNWIND $weighted AS t MATCH (e:Entity {id: t[0]}) WITH e, t "
-    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) WHERE NOT (t[2] AND c.id IN $seeds) "
-    "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score "
+    "MATCH (e)<-[r:MENTIONS]-(c:Chunk) "
+    "WITH c, sum(t[1] * 2.0 * coalesce(r.count, 1) / (coalesce(r.count, 1) + 1.0)) AS score, "
+    "collect(t[0]) AS matched "
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + FILTER
-    + "WITH m, c, score ORDER BY score DESC, c.id ASC LIMIT $depth" + RETURN_HIT
+    + "WITH m, c, score, matched ORDER BY score DESC, c.id ASC LIMIT $depth" + RETURN_HIT
+    + ", matched"
 )
 CHUNK_ENTITY_NAMES = """
 UNWIND $ids AS id MATCH (:Chunk {id: id})-[r:MENTIONS]->(e:Entity)

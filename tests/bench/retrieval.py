@@ -33,14 +33,16 @@ from tests.support.servers import ThreadedServer
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.services.query import hits, search
+from zapomni.services.query import entities, hits, search
 from zapomni.services.query.app import build_app
 from zapomni.services.query.search import WEIGHTS
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
-from zapomni.shared.protocol.answers import SearchResponse
+from zapomni.shared.protocol.answers import SearchHit, SearchResponse
 from zapomni.shared.protocol.api import SEARCH_MODES, SearchRequest
 from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.graphstore import run as run_graph
 from zapomni.shared.tasks import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,30 +194,104 @@ async def ingest(settings: Settings, docs: list[Doc],
     return owners, searchable, time.perf_counter() - started
 
 
-async def search_all(http: httpx2.AsyncClient, queries: list[Query], mode: str,
-                     owners: dict) -> tuple[list[list[str]], list[float], list[list[float]]]:
-    ranked, latencies, scores = [], [], []
-    for q in queries:
-        body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=100,
-                                                 namespace=q.namespace,
-                                                 mode=mode.removesuffix(NO_GRAPH)))
+Asked = tuple[list[str], float, list[float], list[SearchHit]]
+
+
+async def ask(http: httpx2.AsyncClient, q: Query, mode: str, owners: dict) -> Asked:
+    """One question in one mode: its documents in rank order, seconds, scores and hits."""
+    body = msgspec.json.encode(SearchRequest(query=q.text[:2000], limit=100,
+                                             namespace=q.namespace, mode=mode.split("-")[0]))
+    search.WEIGHTS = {**WEIGHTS, "graph": 0.0} if mode.endswith(NO_GRAPH) else WEIGHTS
+    try:
         started = time.perf_counter()
         response = await http.post("/v1/search", content=body,
                                    headers={"content-type": "application/json"})
-        latencies.append(time.perf_counter() - started)
-        response.raise_for_status()
-        hits = msgspec.json.decode(response.content, type=SearchResponse).results
-        docs: dict[str, float] = {}
-        for hit in hits:
-            for doc in owners[(q.namespace, hit.memory_id)]:
-                docs.setdefault(doc, hit.score)
-        ranked.append(list(docs))
-        scores.append(list(docs.values()))
-    return ranked, latencies, scores
+        seconds = time.perf_counter() - started
+    finally:
+        search.WEIGHTS = WEIGHTS
+    response.raise_for_status()
+    hits = msgspec.json.decode(response.content, type=SearchResponse).results
+    docs: dict[str, float] = {}
+    for hit in hits:
+        for doc in owners[(q.namespace, hit.memory_id)]:
+            docs.setdefault(doc, hit.score)
+    return list(docs), seconds, list(docs.values()), hits
+
+
+async def search_all(http: httpx2.AsyncClient, queries: list[Query], modes: list[str],
+                     owners: dict) -> dict[str, list[list]]:
+    """Every question in every mode, each question in all modes before the next (a change in
+    the host's load falls on every mode alike), after one untimed vector search of each (the
+    query-vector cache would otherwise charge the first mode with embedding every question).
+    Per mode: rankings, seconds, scores and hits, one of each per question."""
+    for q in queries:
+        await ask(http, q, "vector", owners)
+    runs: dict[str, list[list]] = {mode: [[], [], [], []] for mode in modes}
+    for q in queries:
+        for mode in modes:
+            for column, value in zip(runs[mode], await ask(http, q, mode, owners),
+                                     strict=True):
+                column.append(value)
+    return runs
 
 
 NO_GRAPH = "-no-graph"  # hybrid with the graph signal's weight at 0 (search.WEIGHTS)
 MODES = (*SEARCH_MODES, "hybrid" + NO_GRAPH)
+
+# graph mode's results checked against the graph itself: how many of a result's chunk's
+# entities the question names, and how many are one hop from one it names
+EXPLAINED = """
+UNWIND $chunks AS cid MATCH (c:Chunk {id: cid})
+OPTIONAL MATCH (c)-[:MENTIONS]->(e:Entity) WHERE e.id IN $named
+WITH c, cid, count(e) AS direct
+OPTIONAL MATCH (c)-[:MENTIONS]->(:Entity)-[:RELATED]-(s:Entity) WHERE s.id IN $named
+RETURN cid, direct, count(s)
+"""
+
+
+async def question_entities(settings: Settings, queries: list[Query]) -> list[dict]:
+    """What the graph signal reads for each question (entities.named_in): the entities it
+    names with the chunks that mention each, its neighbours, and the namespace's chunks."""
+    store = GraphStore(settings)
+    totals: dict[str, int] = {}
+    features = []
+    try:
+        for q in queries:
+            graph = store.graph(q.namespace)
+            if q.namespace not in totals:
+                totals[q.namespace] = int((await run_graph(
+                    graph, "MATCH (c:Chunk) RETURN count(c)", read_only=True))[0][0])
+            named = await entities.named_in(graph, q.text[:2000])
+            near = await entities.with_neighbours(graph, named)
+            features.append({"direct": sorted([e, named.mentions[e]] for e in named.direct),
+                             "near": len(near.near), "total": totals[q.namespace],
+                             "joins": search.graph_joins(named, totals[q.namespace])})
+    finally:
+        await store.aclose()
+    return features
+
+
+async def unexplained(settings: Settings, queries: list[Query], features: list[dict],
+                      found: list[list[SearchHit]]) -> dict:
+    """Graph mode's results that mention no entity of the question nor a neighbour of one
+    (checked in the graph; target 0), those found through a neighbour only, and those whose
+    why["graph"] names no entity."""
+    store = GraphStore(settings)
+    counts = {"unexplained": 0, "via_neighbour": 0, "why_empty": 0}
+    try:
+        for q, feature, hits in zip(queries, features, found, strict=True):
+            if not hits:
+                continue
+            rows = await run_graph(store.graph(q.namespace), EXPLAINED, {
+                "chunks": [h.chunk_id for h in hits],
+                "named": [e for e, _ in feature["direct"]]}, read_only=True)
+            counts["unexplained"] += sum(1 for _, direct, near in rows if not direct + near)
+            counts["via_neighbour"] += sum(1 for _, direct, near in rows if near and not direct)
+            counts["why_empty"] += sum(1 for h in hits if not (
+                h.why["graph"].entities or h.why["graph"].via))
+    finally:
+        await store.aclose()
+    return counts
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -248,21 +324,29 @@ async def run(args: argparse.Namespace, url: str) -> list[dict]:
 async def search_modes(args: argparse.Namespace, settings: Settings, name: str,
                        queries: list[Query], owners: dict) -> list[dict]:
     """Every mode's scores on one data set, through a query service with ``settings`` (in this
-    process: hybrid-no-graph is hybrid asked while the graph's weight is 0)."""
+    process: hybrid-no-graph is hybrid asked while the graph's weight is 0). Graph mode's
+    results are checked against the graph (``unexplained``)."""
     rows = []
+    features = await question_entities(settings, queries)
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+        (args.dump / f"{name}-entities.json").write_text(json.dumps(features))
     with ThreadedServer(build_app(settings), port=free_port()) as server:
         async with httpx2.AsyncClient(base_url=server.url, timeout=60) as http:
-            for mode in args.modes:
-                search.WEIGHTS = {**WEIGHTS, "graph": 0.0} if mode.endswith(NO_GRAPH) else WEIGHTS
-                ranked, latencies, scores = await search_all(http, queries, mode, owners)
-                search.WEIGHTS = WEIGHTS
-                if args.dump:
-                    dump(args.dump, name, mode, queries, ranked, scores)
-                rows.append({"dataset": name, "mode": mode, "cap": hits.MAX_PER_MEMORY,
-                             "pool": search.KEYWORD_POOL,
-                             "queries": len(queries), **score(name, queries, ranked),
-                             "p50_ms": percentile(latencies, 0.5),
-                             "p95_ms": percentile(latencies, 0.95)})
+            runs = await search_all(http, queries, args.modes, owners)
+    for mode in args.modes:
+        ranked, latencies, scores, found = runs[mode]
+        if args.dump:
+            dump(args.dump, name, mode, queries, ranked, scores, latencies)
+        checked = await unexplained(settings, queries, features, found) \
+            if mode == "graph" else {}
+        if mode == "hybrid":  # the share of questions the graph joins for
+            checked = {"graph_joins": mean([f["joins"] for f in features])}
+        rows.append({"dataset": name, "mode": mode, "cap": hits.MAX_PER_MEMORY,
+                     "pool": search.KEYWORD_POOL,
+                     "queries": len(queries), **score(name, queries, ranked),
+                     "p50_ms": percentile(latencies, 0.5),
+                     "p95_ms": percentile(latencies, 0.95), **checked})
     return rows
 
 
@@ -285,21 +369,22 @@ async def cached_store() -> AsyncIterator[str]:
 
 
 def dump(folder: Path, name: str, mode: str, queries: list[Query], ranked: list[list[str]],
-         scores: list[list[float]]) -> None:
-    """Every query's ranked documents and scores, for studying fusion offline."""
+         scores: list[list[float]], latencies: list[float]) -> None:
+    """Every query's ranked documents, scores and seconds, for studying fusion offline."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}-{mode}.json").write_text(json.dumps([
         {"id": q.id, "category": q.category, "relevant": sorted(q.relevant), "ranked": r,
-         "scores": s} for q, r, s in zip(queries, ranked, scores, strict=True)]))
+         "scores": s, "seconds": t}
+        for q, r, s, t in zip(queries, ranked, scores, latencies, strict=True)]))
 
 
 def table(rows: list[dict]) -> str:
     lines = []
     for name in dict.fromkeys(r["dataset"] for r in rows):
         subset = [r for r in rows if r["dataset"] == name]
-        header = list(subset[0])
+        header = list(dict.fromkeys(h for r in subset for h in r))  # modes add columns
         lines.append(" | ".join(header))
-        lines += [" | ".join(str(r[h]) for h in header) for r in subset]
+        lines += [" | ".join(str(r.get(h, "")) for h in header) for r in subset]
         lines.append("")
     return "\n".join(lines)
 
