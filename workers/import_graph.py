@@ -28,10 +28,9 @@ CONTRIBUTIONS_BATCH = 256
 MENTION_PROPS = ("count", "type")  # what REPLACE_CONTRIBUTIONS writes on a MENTIONS
 
 
-def read_chunks(job: ImportJob) -> list[tuple[str, ExportedChunk]]:
-    """The batch's chunks the source had read for entities, with their ids."""
-    return [(chunk_id(m.id, c.idx), c) for m in job.memories for c in m.chunks
-            if c.entities_at is not None]
+def with_ids(job: ImportJob) -> list[tuple[str, ExportedChunk]]:
+    """The batch's chunks, with their ids (the source's: memory id and index)."""
+    return [(chunk_id(m.id, c.idx), c) for m in job.memories for c in m.chunks]
 
 
 def contribution(chunks: list[tuple[str, ExportedChunk]]) -> dict:
@@ -56,8 +55,10 @@ def contribution(chunks: list[tuple[str, ExportedChunk]]) -> dict:
 
 
 async def write_contributions(graph: AsyncGraph, job: ImportJob) -> None:
-    """What the batch's read chunks contributed, then their other links to entities."""
-    chunks = read_chunks(job)
+    """What the batch's chunks read for entities contributed, then every chunk's other
+    links to entities (a kind of link may not come from reading: copied as it is)."""
+    every = with_ids(job)
+    chunks = [(cid, chunk) for cid, chunk in every if chunk.entities_at is not None]
     for start in range(0, len(chunks), CONTRIBUTIONS_BATCH):
         params = contribution(chunks[start : start + CONTRIBUTIONS_BATCH])
         result = await counted(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
@@ -66,7 +67,7 @@ async def write_contributions(graph: AsyncGraph, job: ImportJob) -> None:
         touched = result.result_set[0][2] if result.result_set else []
         await retype(graph, [*(e["id"] for e in params["entities"]), *(touched or [])])
     links = defaultdict(list)
-    for cid, chunk in chunks:
+    for cid, chunk in every:
         for link in chunk.links:
             props = {k: v for k, v in link.props.items()
                      if link.type != "MENTIONS" or k not in MENTION_PROPS}
