@@ -373,16 +373,19 @@ async def test_each_command_reaches_the_stack_by_one_flag_per_part(falkordb_url,
     names the flag."""
     for name in ("ZAPOMNI_REDIS_URL", "ZAPOMNI_FALKORDB_URL"):
         monkeypatch.delenv(name, raising=False)
-    settings = base_settings(falkordb_url)
+    settings = base_settings(falkordb_url, graph_auto=True)
     await add_text(settings, TEXTS[0])
     await run_workers(settings)
     path = tmp_path / "default.jsonl.gz"
     assert await asyncio.to_thread(zapomni, "export", "--namespace", "default",
                                    "--falkordb-url", falkordb_url, "-o", str(path)) == 0
-    with worker_processes(settings, 1):
+    with worker_processes(settings, 1):  # the memories, then (queued after them) the graph
         assert await asyncio.to_thread(zapomni, "import", str(path), "--namespace", "copy",
                                        "--redis-url", settings.redis_url) == 0
     assert await stored(settings, "copy") == await stored(settings, "default")
+    mentions = await query(settings, ENTITIES)
+    assert len(mentions) >= 2 and await query(settings, ENTITIES, namespace="copy") == mentions
+    assert "graph_status" not in capsys.readouterr().err  # no graph task followed
     assert await asyncio.to_thread(zapomni, "migrate", "--falkordb-url", falkordb_url) == 0
     capsys.readouterr()
     assert await asyncio.to_thread(zapomni, "export", "--namespace", "default", "-o",
