@@ -57,7 +57,7 @@ async def read_header(store: GraphStore, namespace: str, vectors: bool) -> Expor
     if not meta:
         raise NotFound(f"namespace '{namespace}' holds no memories yet; nothing to export")
     counts = await run(graph, cypher_moves.COUNT_EXPORT, {"now": time.time()}, read_only=True)
-    entities = await run(graph, cypher_moves.COUNT_ENTITIES, read_only=True)
+    entities = await run(graph, cypher_moves.COUNT_EXPORT_ENTITIES, read_only=True)
     return ExportHeader(format=EXPORT_FORMAT, version=EXPORT_VERSION, namespace=namespace,
                         model=meta[0][0], dim=int(meta[0][1]), memories=int(counts[0][0]),
                         chunks=int(counts[0][1]), vectors=vectors, exported_at=time.time(),

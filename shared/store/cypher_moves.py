@@ -68,7 +68,7 @@ EXPORT_LINKS = """
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})-[r]->(e:Entity)
 RETURN c.memory_id, c.idx, type(r), e.id, properties(r)
 """
-COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"
+COUNT_EXPORT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"
 EXPORT_ENTITIES = """
 MATCH (e:Entity) WHERE e.id > $after AND e.id + '' > $after
 WITH e ORDER BY e.id LIMIT $limit
