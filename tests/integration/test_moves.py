@@ -281,19 +281,27 @@ SPANS = ("MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) "
 
 
 @pytest.mark.usefixtures("settings")
-async def test_code_embedded_again_on_import_is_cut_on_its_syntax_tree(falkordb_url, tmp_path):
+async def test_code_embedded_again_on_import_is_cut_on_its_syntax_tree(falkordb_url, tmp_path,
+                                                                       fake_ollama):
     settings = base_settings(falkordb_url, chunk_tokens=48)
     await add_text(settings, SOURCE, {"language": "python", "source": "steps.py"})
     await add_text(settings, SOURCE.replace("ferry", "tram"), {"source": "steps.txt"})
     await run_workers(settings)
     path = tmp_path / "default.jsonl.gz"
-    await export_to(settings, path, vectors=False)  # no vectors: the import chunks again
+    await export_to(settings, path, vectors=False)
 
+    # the file's model: its chunks are kept, only embedded
     record = await run_import(settings, path, "copy")
     assert record.state == "done" and record.embedded > 0, record.message
     spans = await query(settings, SPANS)
     assert len(spans) > 4
     assert await query(settings, SPANS, namespace="copy") == spans
+    # another model: chunked again, code on its syntax tree, as at ingest
+    other = base_settings(falkordb_url, chunk_tokens=48, ollama_url=fake_ollama.url,
+                          ollama_model="nomic-embed-text")
+    record = await run_import(other, path, "moved")
+    assert record.state == "done" and record.embedded == len(spans), record.message
+    assert await query(other, SPANS, namespace="moved") == spans
 
 
 @pytest.mark.usefixtures("settings")
