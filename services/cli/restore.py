@@ -266,6 +266,10 @@ async def follow(redis: Redis, plan: Plan, progress: Progress, until: int = 0) -
         try:
             record = await reading(tasks.get_task, redis, task_id)
         except SLOW:
+            if until:  # the graph's parts are not queued: this import cannot end
+                raise Unavailable(f"Redis has not answered for {REDIS_PATIENCE:.0f} s, before "
+                                  "the graph was queued; nothing is searchable yet: import "
+                                  "the file again (what is written is taken over)") from None
             raise Unavailable(f"Redis has not answered for {REDIS_PATIENCE:.0f} s; the "
                               f"import goes on: follow it with graph_status({task_id!r})"
                               ) from None
