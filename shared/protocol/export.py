@@ -21,8 +21,8 @@ READS = (1, 2)  # the versions an import reads
 
 ENTITY_ID_PATTERN = r"^ent_[0-9a-f]{24}$"  # shared/text/entities.entity_id
 EntityId = Annotated[str, Meta(pattern=ENTITY_ID_PATTERN)]
-# a relationship type is written into the Cypher of an import: upper-case words only
-RelType = Annotated[str, Meta(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")]
+# a relationship type is written into the Cypher of an import: a word of letters, digits and _
+RelType = Annotated[str, Meta(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
 Pair = Annotated[str, Meta(pattern=r"^ent_[0-9a-f]{24} ent_[0-9a-f]{24}$")]
 Scalar = str | int | float | bool
 # a node's or relationship's properties as stored (FalkorDB holds scalars and lists of them)
@@ -64,8 +64,9 @@ class ExportedChunk(Base, kw_only=True):
     tokens: Annotated[int, Meta(ge=0)] = 0
     vector: bytes | None = None
     entities_at: float | None = None  # when it was read for entities (None: not yet)
-    # the entity pairs it contributed (RELATED's weights count them; workers/store.py)
-    pairs: Annotated[list[Pair], Meta(max_length=128)] = []
+    # the entity pairs it contributed (RELATED's weights count them; workers/store.py keeps
+    # at most 128 a chunk: the bound here leaves room)
+    pairs: Annotated[list[Pair], Meta(max_length=1024)] = []
     links: Annotated[list[ExportedLink], Meta(max_length=4096)] = []
 
 

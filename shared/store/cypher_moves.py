@@ -126,7 +126,7 @@ UNWIND $rows AS r MERGE (e:Entity {id: r.id}) SET e += r.props
 
 
 def import_relations(rel: str) -> str:
-    """Relationships of type ``rel`` (an upper-case word: protocol/export.RelType)."""
+    """Relationships of type ``rel`` (a word: protocol/export.RelType, checked)."""
     if rel == "RELATED":
         return """
 UNWIND $rows AS r MATCH (:Entity {id: r.a})-[x:RELATED]->(:Entity {id: r.b}) SET x += r.props
