@@ -374,6 +374,7 @@ def zapomni(*args: str) -> int:
     return exit_.value.code
 
 
+@pytest.mark.usefixtures("settings")  # empties the servers first: a graph of its own
 async def test_each_command_reaches_the_stack_by_one_flag_per_part(falkordb_url, tmp_path,
                                                                     capsys, monkeypatch):
     """export and migrate take --falkordb-url, import --redis-url (ingest and reembed take
