@@ -1,15 +1,26 @@
 """Importing a namespace (``zapomni import``): each ``import_batch`` job writes a batch of
 whole memories from an export file, with the vectors the file carries when they are of this
-worker's model and dimension, embedded again otherwise (a file from another model is chunked
-again too: the chunk budget follows the embedder, counted in MiniLM's tokens whichever it is).
+worker's model and dimension, embedded again otherwise. The file's chunks are kept when its
+model is the worker's (vectors or not: the ids and texts its graph refers to); a file from
+another model is chunked again (the chunk budget follows the embedder, counted in MiniLM's
+tokens whichever it is) and its graph is left for a graph task to read again.
+
+The graph of a file that carries it (version 2): each memory batch also writes what its
+chunks contributed, with the graph task's own statement (cypher_graph.REPLACE_CONTRIBUTIONS:
+MENTIONS, pairs and RELATED's weights and evidence counted from them, chunks marked read),
+so it adds up in a namespace that has a graph already, and an undo takes it back like any
+chunk's (workers/store.undo_memory). Once every memory is written, the later batches copy
+every property of the file's entities and every other relationship between them and from
+chunks to them.
 
 An import becomes searchable at once at its end: every batch writes its memories not
 searchable (an import run twice finds the memories of the first stored and leaves them so),
 and the job that writes the last batch makes all of the task's memories searchable, a page at
 a time. A failed or cancelled import leaves nothing searchable; the sweep removes what it
-wrote (workers/sweep.py: memories not searchable whose task has ended). Every write MERGEs
-on the file's ids: a job that runs again writes the same graph. The file holds no entities:
-the end of an import queues a graph task that reads them from the new chunks.
+wrote (workers/sweep.py: memories not searchable whose task has ended), with what their
+chunks contributed to the graph. Every write MERGEs on the file's ids: a job that runs again
+writes the same graph. The end of an import queues a graph task only for chunks that come
+unread (a version-1 file, another model, chunks the source had not read yet).
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from zapomni.shared.tasks.queue import IMPORT
 from zapomni.shared.text.chunking import Lines, metadata_language
 from zapomni.shared.text.words import count_words
 from zapomni.workers.graph import follow_with_graph
+from zapomni.workers.import_graph import unread, write_contributions, write_graph
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources
 from zapomni.workers.store import link_chunks, meta_pairs, stamp_writes
@@ -48,9 +60,15 @@ PUBLISH_PAGE = 1000  # memories made searchable per statement at the end of an i
 async def import_batch(res: Resources, run: JobRun, job: ImportJob) -> str:
     dim = await res.embedder.dimension()
     prop = await prepare_namespace(res.store, job.namespace, res.embedder.name, dim)
-    spans, vectors, embedded = await chunk_vectors(res, job, dim)
     graph = res.store.graph(job.namespace)
-    await write_batch(graph, job, spans, vectors, prop)
+    embedded = 0
+    if job.memories:
+        spans, vectors, embedded = await chunk_vectors(res, job, dim)
+        await write_batch(graph, job, spans, vectors, prop)
+        if job.graph and keeps_chunks(job, res.embedder.name, dim):
+            await write_contributions(graph, job)
+    elif keeps_chunks(job, res.embedder.name, dim):
+        await write_graph(graph, job)
     if embedded:
         await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
                          add={"embedded": embedded})
@@ -63,24 +81,33 @@ async def import_batch(res: Resources, run: JobRun, job: ImportJob) -> str:
     return f"batch {job.part + 1}/{job.parts} written"
 
 
+def keeps_chunks(job: ImportJob, model: str, dim: int) -> bool:
+    """The file's chunks serve this worker: its model and dimension, and every memory has
+    chunks (the graph of the file then applies as it is)."""
+    return (job.model, job.dim) == (model, dim) and all(m.chunks for m in job.memories)
+
+
 def reusable(job: ImportJob, model: str, dim: int) -> bool:
-    """The file's vectors serve this worker: same model and dimension, every chunk has one."""
-    return (job.model, job.dim) == (model, dim) and all(
+    """The file's vectors serve this worker too: every chunk has one."""
+    return keeps_chunks(job, model, dim) and all(
         c.vector is not None and len(c.vector) == dim * 4
-        for m in job.memories for c in m.chunks) and all(m.chunks for m in job.memories)
+        for m in job.memories for c in m.chunks)
 
 
 async def chunk_vectors(res: Resources, job: ImportJob, dim: int
                         ) -> tuple[list[list[ChunkSpan]], np.ndarray, int]:
     """Each memory's chunks and all their vectors, in order; and how many were embedded."""
-    if reusable(job, res.embedder.name, dim):
+    if keeps_chunks(job, res.embedder.name, dim):
         spans = [[ChunkSpan(idx=c.idx, text=m.text[c.char_start:c.char_end],
                             char_start=c.char_start, char_end=c.char_end, tokens=c.tokens)
                   for c in m.chunks] for m in job.memories]
-        vectors = np.frombuffer(b"".join(c.vector or b"" for m in job.memories
-                                         for c in m.chunks), dtype="<f4").reshape(-1, dim)
-        return spans, vectors, 0
-    spans = [res.chunker.split(m.text, metadata_language(m.metadata)) for m in job.memories]
+        if reusable(job, res.embedder.name, dim):
+            vectors = np.frombuffer(b"".join(c.vector or b"" for m in job.memories
+                                             for c in m.chunks), dtype="<f4").reshape(-1, dim)
+            return spans, vectors, 0
+    else:
+        spans = [res.chunker.split(m.text, metadata_language(m.metadata))
+                 for m in job.memories]
     texts = [c.text for s in spans for c in s]
     vectors = await res.embedder.embed(texts)
     if vectors.shape != (len(texts), dim):
@@ -152,8 +179,9 @@ async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
             break
     record = await tasks.get_task(res.redis, job.task_id)
     embedded = record.embedded if record is not None else 0
-    # the file carries no entities: they are read again from the imported chunks
-    follow = await follow_with_graph(res, job.task_id, job.namespace, None)
+    # chunks that came unread (the file carries no graph, or not for this model) are read
+    follow = (await follow_with_graph(res, job.task_id, job.namespace, None)
+              if await unread(graph) else "")
     await tasks.move(res.redis, job.task_id, "done", ttl=res.task_ttl, done=job.parts,
                      finished_at=time.time(), error="", graph_task_id=follow,
                      message=f"imported: {published} memories made searchable, "

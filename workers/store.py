@@ -183,6 +183,9 @@ async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:
     """Remove what the ingest ``task_id`` wrote, as long as the memory is its own (or gone):
     a newer ingest of the same text that took the memory over keeps it. Chunks removed."""
     await splice_versions(graph, memory_id, task_id)
+    rows = await run(graph, cypher_memories.UNDO_READ_CHUNKS,
+                     {"id": memory_id, "task_id": task_id}, "delete")
+    await forget_entities(graph, [row[0] for row in rows])  # an import's graph (moves.py)
     await run(graph, cypher_memories.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
     return await _delete_chunks(graph, cypher_memories.UNDO_CHUNKS,
                                 {"id": memory_id, "task_id": task_id})

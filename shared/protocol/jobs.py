@@ -4,7 +4,7 @@ newer front wrote."""
 from __future__ import annotations
 
 from zapomni.shared.protocol.base import Job, Lenient
-from zapomni.shared.protocol.export import ExportedMemory
+from zapomni.shared.protocol.export import ExportedEntity, ExportedMemory, ExportedRelation
 
 
 class IngestJob(Job):
@@ -149,7 +149,9 @@ class UpdateJob(Job):
 
 class ImportJob(Job, kw_only=True):
     """One batch of an import: memories as the file holds them (vectors reused when the
-    file's model and dimension are the worker's, embedded again otherwise)."""
+    file's model and dimension are the worker's, embedded again otherwise), or, once every
+    memory is written, entities and the relationships between them (a file that carries
+    the graph: ``graph``)."""
 
     task_id: str
     namespace: str
@@ -158,6 +160,9 @@ class ImportJob(Job, kw_only=True):
     model: str
     dim: int
     memories: list[ExportedMemory]
+    graph: bool = False
+    entities: list[ExportedEntity] = []
+    relations: list[ExportedRelation] = []
 
 
 class ReembedJob(Job, kw_only=True):

@@ -96,6 +96,15 @@ WITH c LIMIT $batch
 DETACH DELETE c
 RETURN count(c)
 """
+# the chunks of a memory the undo may remove (as UNDO_CHUNKS) that have a contribution to the
+# graph (an import writes it before its memories are searchable), to take it back first
+UNDO_READ_CHUNKS = """
+OPTIONAL MATCH (m:Memory {id: $id})
+WITH count(m) AS memories, collect(coalesce(m.task_id, '')) AS writers
+WHERE memories = 0 OR writers[0] = $task_id
+MATCH (c:Chunk {memory_id: $id}) WHERE c.entities_at IS NOT NULL
+RETURN c.id
+"""
 # the sweep: memories not (yet) searchable, with the task that writes them, a page at a time
 # by id from a cursor ($after, exclusive; the "+ ''" copy as in _GRAPH_PICK below)
 UNREADY = """

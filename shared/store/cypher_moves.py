@@ -55,12 +55,34 @@ RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at,
 """
 EXPORT_CHUNKS = """
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
-RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs
 """
 EXPORT_VECTORS = by_prop("""
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
-RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.embedding
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs,
+       c.embedding
 """)
+# the graph: a page of memories' chunks' relationships to entities, whatever their type;
+# then every entity, and every relationship between entities, by id from a cursor
+EXPORT_LINKS = """
+UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})-[r]->(e:Entity)
+RETURN c.memory_id, c.idx, type(r), e.id, properties(r)
+"""
+COUNT_EXPORT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"
+EXPORT_ENTITIES = """
+MATCH (e:Entity) WHERE e.id > $after AND e.id + '' > $after
+WITH e ORDER BY e.id LIMIT $limit
+RETURN e.id, properties(e)
+"""
+# the relationships out of a page of entities, after the cursor [a, type, b]; RELATED's
+# weight and evidence are counted again by the import, so one without other properties stays
+EXPORT_RELATIONS = """
+UNWIND $ids AS id MATCH (a:Entity {id: id})-[r]->(b:Entity)
+WITH a.id AS a, type(r) AS t, b.id AS b, r
+WHERE (a > $a OR (a = $a AND (t > $t OR (t = $t AND b > $b))))
+  AND (t <> 'RELATED' OR size([k IN keys(r) WHERE NOT k IN ['weight', 'evidence']]) > 0)
+RETURN a, t, b, properties(r) ORDER BY a, t, b LIMIT $limit
+"""
 
 # ---- import: a batch of whole memories; searchable together, in the last statement ----
 # A memory already stored (an import run twice) keeps its state; one left by a failed import
@@ -94,6 +116,41 @@ UNWIND $pairs AS p
 MATCH (a:Memory {id: p[0]}) MATCH (b:Memory {id: p[1]})
 MERGE (a)-[:THEN]->(b)
 """
+# the graph of a file that carries it, written once every memory is: entities with every
+# property, then relationships between them (a type checked by the file's reader, never
+# free text). MERGE on ids: written twice, the same graph. RELATED comes from the chunks'
+# pairs (workers/moves.py): only its other properties are set, where it exists.
+IMPORT_ENTITIES = """
+UNWIND $rows AS r MERGE (e:Entity {id: r.id}) SET e += r.props
+"""
+
+
+def import_relations(rel: str) -> str:
+    """Relationships of type ``rel`` (a word: protocol/export.RelType, checked)."""
+    if rel == "RELATED":
+        return """
+UNWIND $rows AS r MATCH (:Entity {id: r.a})-[x:RELATED]->(:Entity {id: r.b}) SET x += r.props
+"""
+    return f"""
+UNWIND $rows AS r MERGE (a:Entity {{id: r.a}}) MERGE (b:Entity {{id: r.b}})
+MERGE (a)-[x:{rel}]->(b) SET x += r.props
+"""
+
+
+def import_links(rel: str) -> str:
+    """A chunk's relationships of type ``rel`` to entities but MENTIONS (its contribution:
+    workers/moves.py), and the MENTIONS' properties beyond count and type."""
+    if rel == "MENTIONS":
+        return """
+UNWIND $rows AS r MATCH (:Chunk {id: r.chunk})-[x:MENTIONS]->(:Entity {id: r.entity})
+SET x += r.props
+"""
+    return f"""
+UNWIND $rows AS r MATCH (c:Chunk {{id: r.chunk}}) MERGE (e:Entity {{id: r.entity}})
+MERGE (c)-[x:{rel}]->(e) SET x += r.props
+"""
+
+
 # the end: the import's memories searchable, a page per statement
 PUBLISH_IMPORT = """
 MATCH (m:Memory) WHERE m.ready = false AND m.task_id = $task_id

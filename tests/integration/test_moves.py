@@ -13,17 +13,22 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.conftest import make_settings
+from tests.integration.test_expiry import sweep_once
 from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_import, run_workers, worker_processes
 from zapomni.services.cli.export import export_namespace
-from zapomni.services.cli.restore import import_file
+from zapomni.services.cli.progress import Progress
+from zapomni.services.cli.restore import import_file, queue_import
+from zapomni.services.query.entities import get_entity, search_entities
 from zapomni.services.query.search import search_memory
 from zapomni.services.stack.main import main
 from zapomni.shared.embedding.embed import make_embedder
+from zapomni.shared.protocol.api import EntityRef, EntitySearch
 from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.store.graphstore import GraphStore, namespace_exists
 from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import connect_queue
 
 TEXTS = [
     "The lighthouse at Cape Wrath was built in 1828 by Robert Stevenson.",
@@ -56,13 +61,14 @@ async def export_to(settings, path: Path, namespace="default", vectors=True) -> 
     path.write_bytes(out.getvalue())
 
 
-async def results(settings, namespace: str, mode="hybrid") -> list[list[tuple[str, str]]]:
+async def results(settings, namespace: str, mode="hybrid", queries=QUERIES
+                  ) -> list[list[tuple[str, str]]]:
     store, redis = GraphStore(settings), Redis.from_url(settings.redis_url)
     embedder = make_embedder(settings)
     try:
         return [[(hit.memory_id, hit.chunk_id) for hit in (await search_memory(
             store, embedder, redis, settings,
-            decode_search(q, 10, None, namespace, mode))).results] for q in QUERIES]
+            decode_search(q, 10, None, namespace, mode))).results] for q in queries]
     finally:
         await store.aclose()
         await redis.aclose()
@@ -110,14 +116,139 @@ ENTITIES = ("MATCH (e:Entity)<-[:MENTIONS]-(c:Chunk) "
             "RETURN e.name, e.type, c.id ORDER BY e.name, c.id")
 
 
+GRAPH = {  # the whole graph, as stored
+    "entities": "MATCH (e:Entity) RETURN e.id, properties(e) ORDER BY e.id",
+    "links": "MATCH (c:Chunk)-[r]->(e:Entity) RETURN c.id, type(r), e.id, properties(r), "
+             "c.pairs ORDER BY c.id, e.id",
+    "relations": "MATCH (a:Entity)-[r]->(b:Entity) RETURN a.id, type(r), b.id, properties(r) "
+                 "ORDER BY a.id, b.id, type(r)",
+    "read": "MATCH (c:Chunk) WHERE c.entities_at IS NULL RETURN count(c)",
+}
+
+
+async def whole_graph(settings, namespace: str) -> dict[str, list]:
+    graph = {name: await query(settings, cypher, namespace=namespace)
+             for name, cypher in GRAPH.items()}
+    for row in graph["relations"]:  # evidence: the same chunks, in the order written
+        row[3] = {**row[3], "evidence": sorted(row[3].get("evidence", []))}
+    for row in graph["entities"] + graph["links"]:  # properties in any order
+        row[1 if len(row) == 2 else 3] = dict(row[1 if len(row) == 2 else 3])
+    return graph
+
+
+async def answers(settings, namespace: str, names: list[str]) -> list:
+    """What the entity tools and graph-mode search answer, but for the namespace's name."""
+    store = GraphStore(settings)
+    try:
+        found = [await search_entities(store, EntitySearch(query=n, namespace=namespace))
+                 for n in names]
+        detail = [await get_entity(store, EntityRef(name_or_id=n, depth=2, namespace=namespace))
+                  for n in names]
+    finally:
+        await store.aclose()
+    plain = msgspec.to_builtins([*found, *detail])
+    for answer in plain:
+        answer.pop("namespace")
+    return [plain, await results(settings, namespace, mode="graph", queries=[
+        f"what about {n}" for n in names])]
+
+
 @pytest.mark.usefixtures("settings")
-async def test_an_import_reads_its_entities_again(falkordb_url, tmp_path):
+async def test_an_import_carries_the_graph_and_reads_nothing_again(falkordb_url, tmp_path):
+    settings = base_settings(falkordb_url, graph_auto=True)
+    await fill(settings)
+    source = await whole_graph(settings, "default")
+    assert len(source["entities"]) > 5 and source["read"] == [[0]]
+    assert any(row[1] == "RELATED" and row[3]["weight"] > 0 for row in source["relations"])
+    # what other parts of the graph add travels without a change: a property on an entity,
+    # on a mention, and a relationship type of its own between entities
+    await query(settings, "MATCH (e:Entity {name: 'Robert Stevenson'}) "
+                          "SET e.source = 'lighthouse.md', e.start_line = 3", write=True)
+    await query(settings, "MATCH (:Chunk)-[r:MENTIONS]->(e:Entity {name: 'Cape Wrath'}) "
+                          "SET r.first = 12", write=True)
+    await query(settings, "MATCH (a:Entity {name: 'Robert Stevenson'}) "
+                          "MATCH (b:Entity {name: 'Cape Wrath'}) "
+                          "CREATE (a)-[:BUILT {year: 1828, by: ['hand']}]->(b)", write=True)
+    source = await whole_graph(settings, "default")
+    names = ["Robert Stevenson", "Cape Wrath", "Eiffel Tower"]
+    asked = await answers(settings, "default", names)
+    assert all(answer["results"] for answer in asked[0][:3]) and all(asked[1])
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path, vectors=False)  # the chunks are kept, vectors embedded
+    kinds = [msgspec.json.decode(line).get("kind")
+             for line in gzip.decompress(path.read_bytes()).splitlines()[1:]]
+    assert kinds.count("entity") == len(source["entities"]) and "relation" in kinds
+
+    record = await run_import(settings, path, "copy")
+    assert record.state == "done" and record.graph_task_id == "", record.message
+    assert "graph task" not in record.message
+    redis = Redis.from_url(settings.redis_url)
+    try:  # no graph task ran: the import is the namespace's only task
+        assert await tasks.task_counts(redis, "copy", 3600) == {**dict.fromkeys(
+            tasks.TASK_STATES, 0), "done": 1}
+    finally:
+        await redis.aclose()
+    assert await whole_graph(settings, "copy") == source
+    assert await answers(settings, "copy", names) == asked
+
+    # imported again, into the copy: the same graph, weights not counted twice
+    again = await run_import(settings, path, "copy")
+    assert again.state == "done" and again.graph_task_id == ""
+    assert await whole_graph(settings, "copy") == source
+
+
+MENTION_COUNTS = ("MATCH (c:Chunk)-[r:MENTIONS]->(e:Entity) "
+                  "RETURN e.name, e.type, count(c), sum(r.count) ORDER BY e.name")
+
+
+@pytest.mark.usefixtures("settings")
+async def test_a_cancelled_import_leaves_the_graph_it_found_and_a_whole_one_adds_up(
+        falkordb_url, tmp_path):
+    settings = base_settings(falkordb_url, graph_auto=True)
+    await fill(settings)
+    path = tmp_path / "default.jsonl.gz"
+    await export_to(settings, path)
+    await add_text(settings, "Robert Stevenson also built the Bell Rock lighthouse near "
+                             "Arbroath.", namespace="mixed")
+    await run_workers(settings)
+    before = await whole_graph(settings, "mixed")
+    assert ["Robert Stevenson", "person", 1, 1] in await query(settings, MENTION_COUNTS,
+                                                               namespace="mixed")
+
+    # the memories are written, with what their chunks contributed; then the import is
+    # cancelled before its graph's parts, and the sweep removes what it wrote
+    redis = connect_queue(settings)
+    try:
+        plan = await queue_import(settings, redis, path, "mixed",
+                                  Progress("t", 0, ("", ""), quiet=True))
+        await run_workers(settings)
+        assert plan.graph_parts and await whole_graph(settings, "mixed") != before
+        await tasks.move(redis, plan.task_id, "cancelled", ttl=3600, allowed=tasks.ACTIVE)
+    finally:
+        await redis.aclose()
+    await sweep_once(settings)
+    assert await whole_graph(settings, "mixed") == before
+
+    record = await run_import(settings, path, "mixed")
+    assert record.state == "done" and record.graph_task_id == ""
+    counts = {row[0]: row[1:] for row in await query(settings, MENTION_COUNTS)}
+    mixed = {row[0]: row[1:] for row in await query(settings, MENTION_COUNTS,
+                                                     namespace="mixed")}
+    assert mixed["Robert Stevenson"] == [counts["Robert Stevenson"][0],
+                                         counts["Robert Stevenson"][1] + 1,
+                                         counts["Robert Stevenson"][2] + 1]
+    assert mixed["Bell Rock"][1] == 1 and mixed["Cape Wrath"] == counts["Cape Wrath"]
+
+
+@pytest.mark.usefixtures("settings")
+async def test_a_version_1_file_imports_and_reads_its_entities_again(falkordb_url, tmp_path):
     settings = base_settings(falkordb_url, graph_auto=True)
     await fill(settings)
     mentions = await query(settings, ENTITIES)
     assert "Robert Stevenson" in [row[0] for row in mentions]  # named once: shown without a type
     path = tmp_path / "default.jsonl.gz"
     await export_to(settings, path)
+    path.write_bytes(version_1(path.read_bytes()))
 
     record = await run_import(settings, path, "copy")
     # the message names the graph task, not the import's own
@@ -132,6 +263,17 @@ async def test_an_import_reads_its_entities_again(falkordb_url, tmp_path):
     assert await query(settings, ENTITIES, namespace="copy") == mentions
 
 
+def version_1(raw: bytes) -> bytes:
+    """An export file as version 1 wrote it: memories without their graph."""
+    lines = [msgspec.json.decode(line) for line in gzip.decompress(raw).splitlines()]
+    header = {k: v for k, v in lines[0].items() if k not in ("graph", "entities")}
+    memories = [{**{k: v for k, v in m.items() if k != "kind"}, "chunks": [
+        {k: v for k, v in c.items() if k not in ("entities_at", "pairs", "links")}
+        for c in m["chunks"]]} for m in lines[1:] if m["kind"] == "memory"]
+    return gzip.compress(b"\n".join(msgspec.json.encode(line) for line in
+                                    [{**header, "version": 1}, *memories]))
+
+
 SOURCE = "\n".join(f"def step_{i}(x):\n    \"\"\"Step {i} of the ferry schedule.\"\"\"\n"
                    f"    return x + {i}" for i in range(24))
 SPANS = ("MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) "
@@ -139,19 +281,27 @@ SPANS = ("MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) "
 
 
 @pytest.mark.usefixtures("settings")
-async def test_code_embedded_again_on_import_is_cut_on_its_syntax_tree(falkordb_url, tmp_path):
+async def test_code_embedded_again_on_import_is_cut_on_its_syntax_tree(falkordb_url, tmp_path,
+                                                                       fake_ollama):
     settings = base_settings(falkordb_url, chunk_tokens=48)
     await add_text(settings, SOURCE, {"language": "python", "source": "steps.py"})
     await add_text(settings, SOURCE.replace("ferry", "tram"), {"source": "steps.txt"})
     await run_workers(settings)
     path = tmp_path / "default.jsonl.gz"
-    await export_to(settings, path, vectors=False)  # no vectors: the import chunks again
+    await export_to(settings, path, vectors=False)
 
+    # the file's model: its chunks are kept, only embedded
     record = await run_import(settings, path, "copy")
     assert record.state == "done" and record.embedded > 0, record.message
     spans = await query(settings, SPANS)
     assert len(spans) > 4
     assert await query(settings, SPANS, namespace="copy") == spans
+    # another model: chunked again, code on its syntax tree, as at ingest
+    other = base_settings(falkordb_url, chunk_tokens=48, ollama_url=fake_ollama.url,
+                          ollama_model="nomic-embed-text")
+    record = await run_import(other, path, "moved")
+    assert record.state == "done" and record.embedded == len(spans), record.message
+    assert await query(other, SPANS, namespace="moved") == spans
 
 
 @pytest.mark.usefixtures("settings")
@@ -181,7 +331,7 @@ async def test_a_file_of_another_model_is_embedded_again(falkordb_url, tmp_path,
     (lambda raw: raw[: len(raw) // 2], "cut short"),
     (lambda raw: gzip.compress(b'{"format": "zapomni-export"}\n'), "line 1: not an export "
                                                                      "header"),
-    (lambda raw: gzip.compress(gzip.decompress(raw).replace(b'"version":1', b'"version":9',
+    (lambda raw: gzip.compress(gzip.decompress(raw).replace(b'"version":2', b'"version":9',
                                                             1)), "line 1: format version 9"),
     (lambda raw: gzip.compress(b"\n".join(
         line[:40] if i == 3 else line
@@ -224,6 +374,7 @@ def zapomni(*args: str) -> int:
     return exit_.value.code
 
 
+@pytest.mark.usefixtures("settings")  # empties the servers first: a graph of its own
 async def test_each_command_reaches_the_stack_by_one_flag_per_part(falkordb_url, tmp_path,
                                                                     capsys, monkeypatch):
     """export and migrate take --falkordb-url, import --redis-url (ingest and reembed take
@@ -231,16 +382,19 @@ async def test_each_command_reaches_the_stack_by_one_flag_per_part(falkordb_url,
     names the flag."""
     for name in ("ZAPOMNI_REDIS_URL", "ZAPOMNI_FALKORDB_URL"):
         monkeypatch.delenv(name, raising=False)
-    settings = base_settings(falkordb_url)
+    settings = base_settings(falkordb_url, graph_auto=True)
     await add_text(settings, TEXTS[0])
     await run_workers(settings)
     path = tmp_path / "default.jsonl.gz"
     assert await asyncio.to_thread(zapomni, "export", "--namespace", "default",
                                    "--falkordb-url", falkordb_url, "-o", str(path)) == 0
-    with worker_processes(settings, 1):
+    with worker_processes(settings, 1):  # the memories, then (queued after them) the graph
         assert await asyncio.to_thread(zapomni, "import", str(path), "--namespace", "copy",
                                        "--redis-url", settings.redis_url) == 0
     assert await stored(settings, "copy") == await stored(settings, "default")
+    mentions = await query(settings, ENTITIES)
+    assert len(mentions) >= 2 and await query(settings, ENTITIES, namespace="copy") == mentions
+    assert "graph_status" not in capsys.readouterr().err  # no graph task followed
     assert await asyncio.to_thread(zapomni, "migrate", "--falkordb-url", falkordb_url) == 0
     capsys.readouterr()
     assert await asyncio.to_thread(zapomni, "export", "--namespace", "default", "-o",

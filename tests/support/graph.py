@@ -70,9 +70,11 @@ async def broken(settings: Settings, namespace: str = "default") -> dict[str, in
     return {name: int(r[0][0]) for name, r in rows.items()}
 
 
-async def query(settings: Settings, cypher: str, params=None, namespace: str = "default"):
+async def query(settings: Settings, cypher: str, params=None, namespace: str = "default", *,
+                write: bool = False):
+    """Run a query on the namespace's graph (``write``: one that changes it)."""
     store = GraphStore(settings)
     try:
-        return await run(store.graph(namespace), cypher, params, read_only=True)
+        return await run(store.graph(namespace), cypher, params, read_only=not write)
     finally:
         await store.aclose()

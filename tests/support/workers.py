@@ -17,7 +17,7 @@ from typing import IO, Any
 from redis.asyncio import Redis
 
 from zapomni.services.cli.progress import Progress
-from zapomni.services.cli.restore import queue_import
+from zapomni.services.cli.restore import queue_graph, queue_import
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared.protocol.api import AddReceipt
@@ -151,14 +151,18 @@ def worker_processes(settings: Settings, count: int, *, metrics_ports: list[int]
 
 
 async def run_import(settings: Settings, path: Path, namespace: str) -> dict[str, Any]:
-    """``zapomni import`` of an export file into ``namespace``, run by a worker to the end;
-    the import task's record."""
+    """``zapomni import`` of an export file into ``namespace``, run by a worker to the end
+    (its memories, then its graph's parts, as import_file queues them); the import task's
+    record."""
     redis = connect_queue(settings)
+    progress = Progress("t", 0, ("", ""), quiet=True)
     try:
-        task_id, _ = await queue_import(settings, redis, path, namespace,
-                                        Progress("t", 0, ("", ""), quiet=True))
+        plan = await queue_import(settings, redis, path, namespace, progress)
         await run_workers(settings)
-        await wait_tasks(redis, [task_id])
-        return await tasks.get_task(redis, task_id)
+        if plan.graph_parts:
+            await queue_graph(settings, redis, path, plan, progress)
+            await run_workers(settings)
+        await wait_tasks(redis, [plan.task_id])
+        return await tasks.get_task(redis, plan.task_id)
     finally:
         await redis.aclose()

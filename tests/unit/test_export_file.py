@@ -14,10 +14,14 @@ from zapomni.shared.protocol.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     ExportedChunk,
+    ExportedEntity,
+    ExportedLink,
     ExportedMemory,
+    ExportedRelation,
     ExportHeader,
 )
 
+ENTITY = "ent_" + "0" * 24
 HEADER = ExportHeader(format=EXPORT_FORMAT, version=EXPORT_VERSION, namespace="notes",
                       model="onnx:test", dim=2, memories=2, chunks=2, vectors=True)
 
@@ -29,10 +33,12 @@ def memory(n: int, **changes) -> ExportedMemory:
     return ExportedMemory(**{**fields, **changes})
 
 
-def write(tmp_path, header=HEADER, memories=None, raw: bytes = b""):
+def write(tmp_path, header=HEADER, memories=None, raw: bytes = b"", version1=False):
     memories = (memory(1), memory(2)) if memories is None else memories
     path = tmp_path / "notes.jsonl.gz"
     lines = [msgspec.json.encode(header), *(msgspec.json.encode(m) for m in memories)]
+    if version1:  # a version-1 line names no kind
+        lines[1:] = [line.replace(b'"kind":"memory",', b"") for line in lines[1:]]
     path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n" + raw))
     return path
 
@@ -53,8 +59,19 @@ def test_a_header_without_memories_is_an_empty_import(tmp_path):
     ((memory(1, chunks=[ExportedChunk(idx=0, char_start=0, char_end=5, vector=b"\0" * 4)]),),
      b"", "line 2: chunk 0 has no vector of 2 float32 values"),
     ((memory(1),), b'{"id": "mem_', "line 3: not a JSON object"),
-    ((memory(1),), b'{"id": "mem_1", "text": "x", "created_at": 1, "colour": "red"}',
+    ((memory(1),), b'{"kind": "memory", "id": "mem_1", "text": "x", "created_at": 1}',
      "line 3: id"),
+    ((memory(1),), b'{"id": "mem_1", "text": "x", "created_at": 1}',
+     "line 3: kind: one of 'memory', 'entity' or 'relation'"),
+    ((memory(1),), b'{"kind": "entity", "id": "Robert"}', "line 3: id"),
+    ((memory(1), ExportedEntity(id=ENTITY, props={"name": "Cape Wrath"})),
+     b'{"kind": "relation", "type": "RELATED]->() DELETE", "a": "%s", "b": "%s"}'
+     % (ENTITY.encode(), ENTITY.encode()), "line 4: type"),
+    ((memory(1),), b'{"kind": "entity", "id": "%s", "props": {"where": {"x": 1}}}'
+     % ENTITY.encode(), "line 3: props"),
+    ((memory(1, chunks=[ExportedChunk(idx=0, char_start=0, char_end=5, vector=b"\0" * 8,
+                                      entities_at=1.0, pairs=["ent_1 ent_2"])]),),
+     b"", "line 2: chunks[0].pairs[0]"),
 ])
 def test_a_bad_line_is_named(tmp_path, memories, raw, says):
     with pytest.raises(InvalidInput) as refused:
@@ -65,10 +82,27 @@ def test_a_bad_line_is_named(tmp_path, memories, raw, says):
 
 
 def test_another_format_version_is_refused(tmp_path):
-    header = msgspec.structs.replace(HEADER, version=2)
-    with pytest.raises(InvalidInput, match="line 1: format version 2; this Zapomni reads "
-                                           "version 1"):
+    header = msgspec.structs.replace(HEADER, version=3)
+    with pytest.raises(InvalidInput, match="line 1: format version 3; this Zapomni reads "
+                                           "versions 1 and 2"):
         check_file(write(tmp_path, header=header))
+
+
+def test_a_version_1_file_of_memories_only_is_read(tmp_path):
+    header = msgspec.structs.replace(HEADER, version=1)
+    checked = check_file(write(tmp_path, header=header, version1=True))
+    assert (checked.header.version, checked.memories, checked.graph) == (1, 2, 0)
+
+
+def test_the_graph_lines_are_counted(tmp_path):
+    chunk = ExportedChunk(idx=0, char_start=0, char_end=6, vector=b"\0" * 8, entities_at=1.0,
+                          links=[ExportedLink(type="MENTIONS", entity=ENTITY,
+                                              props={"count": 2, "type": "place"})])
+    lines = (memory(1, chunks=[chunk]), ExportedEntity(id=ENTITY, props={"name": "Cape"}),
+             ExportedRelation(type="SAME_AS", a=ENTITY, b=ENTITY, props={"by": ["a", "b"]}))
+    checked = check_file(write(tmp_path, header=msgspec.structs.replace(HEADER, graph=True),
+                               memories=lines))
+    assert (checked.memories, checked.chunks, checked.graph) == (1, 1, 2)
 
 
 def test_an_empty_file_is_refused(tmp_path):
