@@ -75,6 +75,9 @@ async def settle(graph: AsyncGraph, ids: list[str], keys: list[str] = ()) -> Non
     or that one of their names (or ``keys``: names just deleted) begins or ends with."""
     await asyncio.to_thread(gazetteer)  # loaded once per process, off the event loop
     found = await mention_types(graph, sorted(set(ids)))
+    # an entity an import wrote bare (no key yet) is typed once its properties arrive
+    # (workers/import_graph.py write_graph)
+    found = {eid: entity for eid, entity in found.items() if entity[0] is not None}
     await set_types(graph, [type_row(eid, *entity) for eid, entity in found.items()
                             if " " in entity[0]])
     words = sorted(words_of([entity[0] for entity in found.values()] + list(keys)))

@@ -66,6 +66,9 @@ async def write_contributions(graph: AsyncGraph, job: ImportJob) -> None:
             "keep": EVIDENCE_KEEP}, "entities")
         touched = result.result_set[0][2] if result.result_set else []
         await retype(graph, [*(e["id"] for e in params["entities"]), *(touched or [])])
+    targets = [{"id": cid, "targets": c.code_targets} for cid, c in chunks if c.code_targets]
+    if targets:
+        await run(graph, cypher_moves.IMPORT_CODE_TARGETS, {"rows": targets}, "entities")
     links = defaultdict(list)
     for cid, chunk in every:
         for link in chunk.links:

@@ -94,12 +94,13 @@ def group(ids: list[str], rows: list[list[Any]], link_rows: list[list[Any]]
                                                        props=dict(props)))
     by_memory: dict[str, list[ExportedChunk]] = defaultdict(list)
     for row in rows:
-        vector = (np.asarray(row[7], dtype="<f4").tobytes()
-                  if len(row) > 7 and row[7] is not None else None)
+        vector = (np.asarray(row[8], dtype="<f4").tobytes()
+                  if len(row) > 8 and row[8] is not None else None)
         by_memory[row[0]].append(ExportedChunk(
             idx=int(row[1]), char_start=int(row[2]), char_end=int(row[3]),
             tokens=int(row[4] or 0), vector=vector, entities_at=row[5],
-            pairs=list(row[6] or []), links=links.get((row[0], int(row[1])), [])))
+            pairs=list(row[6] or []), code_targets=list(row[7] or []),
+            links=links.get((row[0], int(row[1])), [])))
     return [sorted(by_memory[i], key=lambda c: c.idx) for i in ids]
 
 

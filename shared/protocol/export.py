@@ -68,6 +68,9 @@ class ExportedChunk(Base, kw_only=True):
     # at most 128 a chunk: the bound here leaves room)
     pairs: Annotated[list[Pair], Meta(max_length=1024)] = []
     links: Annotated[list[ExportedLink], Meta(max_length=4096)] = []
+    # a code chunk's dotted names it refers to, defined in the namespace or not (yet)
+    code_targets: Annotated[list[Annotated[str, Meta(max_length=1000)]],
+                            Meta(max_length=4096)] = []
 
 
 class ExportedMemory(Base, kw_only=True, tag_field="kind", tag="memory"):

@@ -55,12 +55,13 @@ RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at,
 """
 EXPORT_CHUNKS = """
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
-RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs,
+       c.code_targets
 """
 EXPORT_VECTORS = by_prop("""
 UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
 RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs,
-       c.embedding
+       c.code_targets, c.embedding
 """)
 # the graph: a page of memories' chunks' relationships to entities, whatever their type;
 # then every entity, and every relationship between entities, by id from a cursor
@@ -120,6 +121,11 @@ MERGE (a)-[:THEN]->(b)
 # property, then relationships between them (a type checked by the file's reader, never
 # free text). MERGE on ids: written twice, the same graph. RELATED comes from the chunks'
 # pairs (workers/moves.py): only its other properties are set, where it exists.
+# a code chunk's names it refers to (cypher_code.REPLACE_CODE), so a file added after the
+# import links the chunks that call into it
+IMPORT_CODE_TARGETS = """
+UNWIND $rows AS r MATCH (c:Chunk {id: r.id}) SET c.code_targets = r.targets
+"""
 IMPORT_ENTITIES = """
 UNWIND $rows AS r MERGE (e:Entity {id: r.id}) SET e += r.props
 """

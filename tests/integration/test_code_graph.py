@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
+from tests.integration.test_moves import export_to
 from tests.support.graph import query
 from tests.support.mcp import call, error
-from tests.support.workers import add_text, run_workers
+from tests.support.workers import add_text, run_import, run_workers
 from zapomni.services.mcp.server import build_server
 
 DATA = Path(__file__).parents[1] / "data" / "code_graph"
@@ -132,3 +133,21 @@ async def test_a_rebuild_writes_the_same_code_graph(client, settings, files):
     task = await call(client, "graph_status", task_id=receipt["task_id"])
     assert (task["state"], task["progress"]["done"]) == ("done", task["progress"]["total"])
     assert settled(await query(settings, GRAPH, namespace=NS)) == before
+
+
+TARGETS = "MATCH (c:Chunk) RETURN c.id, c.code_targets ORDER BY c.id"
+
+
+async def test_an_export_and_import_carry_the_code_graph(client, settings, files, tmp_path):
+    """The code graph travels in the file: the same symbols, places, uses and relations, and
+    each chunk's names it refers to (so a file added after the import still links)."""
+    before = settled(await query(settings, GRAPH, namespace=NS))
+    path = tmp_path / "code.jsonl.gz"
+    await export_to(settings, path, NS)
+    record = await run_import(settings, path, "copied")
+    assert record.state == "done" and record.graph_task_id == "", record.message
+    assert settled(await query(settings, GRAPH, namespace="copied")) == before
+    assert await query(settings, TARGETS, namespace="copied") == await query(
+        settings, TARGETS, namespace=NS)
+    entity = await call(client, "get_entity", name_or_id="square_area", namespace="copied")
+    assert [u["source"] for u in entity["uses"]] == ["pkg/report.py"]
