@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.shared.store import cypher_code
+from zapomni.shared.store import cypher_code, cypher_schema
 from zapomni.shared.store.graphstore import execute, run
 from zapomni.shared.text.chunking import code_language
 from zapomni.shared.text.code_symbols import name_words, read_symbols
@@ -105,6 +105,8 @@ async def replace_code(graph: AsyncGraph, code: dict[str, list[str]], task_id: s
             contribute(memory, set(chunk_ids), total)
     if not total.chunks:
         return (0, 0), set()
+    if total.entities:
+        await run(graph, cypher_schema.MARK_CODE, {})
     keys = {row["key"] for row in total.entities}
     existing = await run(graph, cypher_code.EXISTING, {"ids": [entity_id(k) for k in keys]})
     before = {row[0] for row in existing}

@@ -20,7 +20,7 @@ from falkordb.asyncio.graph import AsyncGraph
 from zapomni.shared.protocol.export import ExportedChunk
 from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ImportJob
-from zapomni.shared.store import cypher_graph, cypher_moves
+from zapomni.shared.store import cypher_graph, cypher_moves, cypher_schema
 from zapomni.workers.store import EVIDENCE_KEEP, counted, retype, run
 
 # chunks whose contribution one statement replaces: the graph task's batch (workers/graph.py)
@@ -87,6 +87,8 @@ async def write_graph(graph: AsyncGraph, job: ImportJob) -> None:
         await run(graph, cypher_moves.IMPORT_ENTITIES,
                   {"rows": [{"id": e.id, "props": e.props} for e in job.entities]}, "entities")
         await retype(graph, [e.id for e in job.entities])
+        if any("source" in e.props for e in job.entities):  # symbols of code (cypher_code)
+            await run(graph, cypher_schema.MARK_CODE, {}, "entities")
     relations = defaultdict(list)
     for r in job.relations:
         if r.props or r.type != "RELATED":

@@ -234,13 +234,14 @@ class Named:
     via: dict[str, str] = field(default_factory=dict)  # neighbour -> named entity
 
 
-async def named_in(graph: AsyncGraph, query: str) -> Named:
+async def named_in(graph: AsyncGraph, query: str, code: bool = True) -> Named:
     """The entities the question names, with their mention counts (the rule of whether the
     graph joins hybrid reads these alone: services/query/search.py, graph_joins): by name,
-    the symbols of code it names (services/query/symbols.py; none in prose), and a named
-    person's one-word aliases or an alias's person (shared/store/cypher_alias.py)."""
-    names, symbols = await asyncio.gather(named_entities(graph, query),
-                                          named_symbols(graph, query))
+    the symbols of code it names (services/query/symbols.py; ``code``: whether the namespace
+    has held any, SearchState.code — a read saved in prose), and a named person's one-word
+    aliases or an alias's person (shared/store/cypher_alias.py)."""
+    names, symbols = await asyncio.gather(named_entities(graph, query), named_symbols(
+        graph, query) if code else asyncio.sleep(0, []))
     rows = [*names, *symbols]
     mentions = {row[0]: int(row[4]) for row in rows}
     shown = {row[0]: row[2] for row in rows}

@@ -56,7 +56,14 @@ from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_moves, cypher_search
 from zapomni.shared.store.falkordb_internals import number_list
-from zapomni.shared.store.graphstore import GraphStore, meta_pair, run, run_cells, search_state
+from zapomni.shared.store.graphstore import (
+    GraphStore,
+    SearchState,
+    meta_pair,
+    run,
+    run_cells,
+    search_state,
+)
 from zapomni.shared.text.words import count_words
 
 log = logging.getLogger(__name__)
@@ -139,7 +146,7 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
     threaded = request.mode == "hybrid" and state.threads > 0
     ranked, named, found = await first_signals(graph, embedder, redis, weights, request,
-                                               params, state.stamp, total)
+                                               params, state, total)
     fused = fuse(ranked, weights) if request.mode == "hybrid" else []
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
@@ -168,19 +175,19 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
                         weights: dict[str, float], request: SearchRequest, params: dict[str, Any],
-                        stamp: str | None, total: int
+                        state: SearchState, total: int
                         ) -> tuple[dict[str, Ranked], Named | None, Found | None]:
     """Every signal at once (each needs only the question): vector, keyword and graph.
-    ``stamp`` and ``total``: the namespace's write stamp and chunk count (search_state)."""
+    ``state``: what search_state read of the namespace; ``total``: its chunks (at least 1)."""
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     graphed = request.mode == "graph" or (request.mode == "hybrid" and weights["graph"] > 0)
     if request.mode in ("hybrid", "keyword"):
-        jobs["keyword"] = keyword_signal(graph, request, params, stamp, total,
+        jobs["keyword"] = keyword_signal(graph, request, params, state.stamp, total,
                                          KEYWORD_POOL)
     if graphed:
-        jobs["graph"] = graph_part(graph, request, params, total)
+        jobs["graph"] = graph_part(graph, request, params, total, state.code)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
     named, found = done.pop("graph", (None, None))
     if found is not None:
@@ -189,11 +196,11 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 
 async def graph_part(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                     total: int) -> tuple[Named, Found | None]:
+                     total: int, code: bool) -> tuple[Named, Found | None]:
     """The graph signal: the entities the question names, then (in hybrid only where
     ``graph_joins``) the passages that mention them or their neighbours. Five reads one
     after another, beside the vector and keyword signals."""
-    named = await named_in(graph, request.query)
+    named = await named_in(graph, request.query, code)
     if request.mode == "hybrid" and not graph_joins(named, total):
         return named, None
     named = await with_neighbours(graph, named)

@@ -96,9 +96,14 @@ CALL db.meta.stats() YIELD labels, relTypes
 OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
 OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
 OPTIONAL MATCH (v:ZapomniMeta {key: 'versions'})
+OPTIONAL MATCH (k:ZapomniMeta {key: 'code'})
 RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
-       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL
+       coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL,
+       k IS NOT NULL
 """
+# a namespace where symbols of source code were written says so (search then looks for the
+# symbols a question names: services/query/symbols.py; a prose namespace saves that read)
+MARK_CODE = "MERGE (x:ZapomniMeta {key: 'code'})"
 # a namespace where update_memory has replaced a memory says so (search then reads older
 # versions too, for the current one to inherit what they match: services/query/versions.py)
 MARK_VERSIONS = "MERGE (x:ZapomniMeta {key: 'versions'})"

@@ -230,6 +230,7 @@ class SearchState(NamedTuple):
     chunks: int
     threads: int  # THEN edges: turns linked in conversations
     versions: bool = False  # update_memory replaced a memory here (cypher_schema.MARK_VERSIONS)
+    code: bool = False  # symbols of source code were written here (cypher_schema.MARK_CODE)
 
 
 async def search_state(store: GraphStore, namespace: str, model: str, dim: int
@@ -246,8 +247,8 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
         rows = []  # no graph yet: a read of a key that does not exist is refused
     if not rows or rows[0][0] is None:
         return SearchState("", "", 0, 0)
-    model_had, dim_had, prop, stamp, chunks, threads, versions = rows[0]
+    model_had, dim_had, prop, stamp, chunks, threads, versions, code = rows[0]
     if (model_had, int(dim_had)) != (model, dim):
         raise model_mismatch(namespace, (model_had, int(dim_had)), (model, dim))
     return SearchState(prop or cypher_moves.PROPS[0], str(stamp or ""),
-                       int(chunks), int(threads), bool(versions))
+                       int(chunks), int(threads), bool(versions), bool(code))

@@ -136,6 +136,7 @@ async def test_a_rebuild_writes_the_same_code_graph(client, settings, files):
 
 
 TARGETS = "MATCH (c:Chunk) RETURN c.id, c.code_targets ORDER BY c.id"
+CODE_MARK = "MATCH (x:ZapomniMeta {key: 'code'}) RETURN count(x)"
 
 
 async def test_an_export_and_import_carry_the_code_graph(client, settings, files, tmp_path):
@@ -149,5 +150,7 @@ async def test_an_export_and_import_carry_the_code_graph(client, settings, files
     assert settled(await query(settings, GRAPH, namespace="copied")) == before
     assert await query(settings, TARGETS, namespace="copied") == await query(
         settings, TARGETS, namespace=NS)
+    for namespace in (NS, "copied"):  # search looks for symbols only where there are some
+        assert await query(settings, CODE_MARK, namespace=namespace) == [[1]]
     entity = await call(client, "get_entity", name_or_id="square_area", namespace="copied")
     assert [u["source"] for u in entity["uses"]] == ["pkg/report.py"]

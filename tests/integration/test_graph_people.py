@@ -102,3 +102,6 @@ async def test_the_graph_signal_counts_an_alias_as_its_person(client, settings):
     ids = {entity_id(entity_key(name)) for name in ("Marta", "Marta Kowalczyk")}
     assert ids <= by_person.direct and ids <= by_alias.direct
     assert by_person.mentions[entity_id("marta")] == 1
+    # prose: no symbols of code were written, so search does not look for them
+    assert await query(settings, "MATCH (x:ZapomniMeta {key: 'code'}) RETURN count(x)",
+                       namespace="chat") == [[0]]
