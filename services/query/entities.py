@@ -38,7 +38,7 @@ from zapomni.shared.text.nertext import UNKNOWN
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question
 NEIGHBOURS_PER_ENTITY = 5
-MAX_ALIASES = 50  # aliases of one person read, or named with a question's entities, at most
+MAX_ALIASES = 50  # aliases of one person read (get_entity), at most
 NEIGHBOUR_WEIGHT = 0.5
 MAX_POSTINGS = 20_000  # mentions the graph signal sums, at most (rarest entities first)
 # an entity in more than this share of the namespace's chunks (and in more than
@@ -244,12 +244,7 @@ async def named_in(graph: AsyncGraph, query: str, code: bool = True) -> Named:
         graph, query) if code else asyncio.sleep(0, []))
     rows = [*names, *symbols]
     mentions = {row[0]: int(row[4]) for row in rows}
-    shown = {row[0]: row[2] for row in rows}
-    if mentions:
-        for eid, name, count in await run_cells(graph, cypher_alias.PARTNERS, {
-                "ids": sorted(mentions), "limit": MAX_ALIASES}):
-            mentions[eid], shown[eid] = int(count), name
-    return Named(frozenset(mentions), frozenset(), mentions, shown)
+    return Named(frozenset(mentions), frozenset(), mentions, {row[0]: row[2] for row in rows})
 
 
 async def with_neighbours(graph: AsyncGraph, named: Named) -> Named:

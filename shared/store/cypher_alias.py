@@ -67,16 +67,6 @@ OPTIONAL MATCH (e)<-[:SAME_AS]-(a:Entity)
 WITH e, a ORDER BY a.id LIMIT $limit
 RETURN e.id, collect(a.id)
 """
-# the aliases of some entities and the people some are aliases of (the graph signal counts
-# an alias's mentions as its person's, and a person's as its alias's), with their mentions
-PARTNERS = """
-UNWIND $ids AS id
-MATCH (:Entity {id: id})-[:SAME_AS*1..2]-(x:Entity)
-WITH DISTINCT x WHERE NOT x.id IN $ids
-WITH x LIMIT $limit
-MATCH (x)<-[m:MENTIONS]-(:Chunk)
-RETURN x.id, x.name, count(m)
-"""
 # search_entities: as cypher_graph.ENTITY_TEXT, but an alias is not listed (its person is,
 # with the alias's mentions counted as the person's)
 ENTITY_TEXT = """
