@@ -18,6 +18,7 @@ chunks already written that call into it.
 
 from __future__ import annotations
 
+from zapomni.shared.store import cypher_graph
 from zapomni.shared.store.cypher_search import VISIBLE
 
 # which memory each chunk of a graph batch is of (its metadata says whether it is code)
@@ -58,19 +59,7 @@ MATCH (c:Chunk {id: r.id})
 WITH c, r, coalesce(c.pairs, []) AS old
 SET c.pairs = r.pairs, c.code_targets = r.targets, c.entities_at = $now, c.graph_task = $task
 WITH collect(c.id) AS ids, collect({id: c.id, old: old}) AS undone
-CALL {
-  WITH undone UNWIND undone AS u UNWIND u.old AS pair
-  WITH u.id AS id, split(pair, ' ') AS ab
-  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
-  WITH x, collect(id) AS lost
-  SET x.weight = x.weight - size(lost), x.evidence = [i IN x.evidence WHERE NOT i IN lost]
-}
-CALL {
-  WITH ids UNWIND ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->(e:Entity)
-  DELETE m
-  RETURN collect(DISTINCT e.id) AS touched
-}
-CALL {
+""" + cypher_graph.UNDO_CONTRIBUTION + """CALL {
   WITH ids UNWIND $entities AS en
   WITH en WHERE en.chunk IN ids
   MERGE (e:Entity {id: en.id})
@@ -96,14 +85,7 @@ CALL {
       x.kind = coalesce(x.kind, rel.kind)
   RETURN sum(CASE WHEN created THEN 1 ELSE 0 END) AS relations
 }
-CALL {
-  WITH undone UNWIND undone AS u UNWIND u.old AS pair
-  WITH split(pair, ' ') AS ab
-  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
-  WITH DISTINCT x WHERE x.weight <= 0
-  DELETE x
-}
-CALL {
+""" + cypher_graph.DROP_SPENT_EDGES + """CALL {
   WITH touched UNWIND touched AS eid
   MATCH (e:Entity {id: eid})
   WHERE NOT (e)<-[:MENTIONS]-(:Chunk)

@@ -41,6 +41,32 @@ UNWIND $memory_ids AS id MATCH (m:Memory {id: id}) WHERE m.ready = true
 RETURN m.id, m.chunk_count ORDER BY m.id
 """
 
+# What a chunk contributed before, undone (the head of both statements that replace it:
+# REPLACE_CONTRIBUTIONS below, cypher_code.REPLACE_CODE): its old pairs take one off their
+# RELATED weight and their evidence, its old MENTIONS go (``touched``: their entities)
+UNDO_CONTRIBUTION = """CALL {
+  WITH undone UNWIND undone AS u UNWIND u.old AS pair
+  WITH u.id AS id, split(pair, ' ') AS ab
+  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
+  WITH x, collect(id) AS lost
+  SET x.weight = x.weight - size(lost), x.evidence = [i IN x.evidence WHERE NOT i IN lost]
+}
+CALL {
+  WITH ids UNWIND ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->(e:Entity)
+  DELETE m
+  RETURN collect(DISTINCT e.id) AS touched
+}
+"""
+# and after the new contribution is written: an edge its old pairs left at weight 0 goes
+DROP_SPENT_EDGES = """CALL {
+  WITH undone UNWIND undone AS u UNWIND u.old AS pair
+  WITH split(pair, ' ') AS ab
+  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
+  WITH DISTINCT x WHERE x.weight <= 0
+  DELETE x
+}
+"""
+
 # What a chunk contributed, replaced in one statement (atomic in FalkorDB: a crash or a
 # cancel leaves either the old contribution or the new, never neither). A chunk records the
 # entity pairs it contributed (c.pairs, "id id" strings, bounded per chunk): its old pairs
@@ -57,19 +83,7 @@ MATCH (c:Chunk {id: r.id})
 WITH c, r, coalesce(c.pairs, []) AS old
 SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
 WITH collect(c.id) AS ids, collect({id: c.id, old: old}) AS undone
-CALL {
-  WITH undone UNWIND undone AS u UNWIND u.old AS pair
-  WITH u.id AS id, split(pair, ' ') AS ab
-  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
-  WITH x, collect(id) AS lost
-  SET x.weight = x.weight - size(lost), x.evidence = [i IN x.evidence WHERE NOT i IN lost]
-}
-CALL {
-  WITH ids UNWIND ids AS id MATCH (:Chunk {id: id})-[m:MENTIONS]->(e:Entity)
-  DELETE m
-  RETURN collect(DISTINCT e.id) AS touched
-}
-CALL {
+""" + UNDO_CONTRIBUTION + """CALL {
   WITH ids UNWIND $entities AS en
   WITH en WHERE any(id IN en.chunks WHERE id IN ids)
   MERGE (e:Entity {id: en.id}) ON CREATE SET e.key = en.key, e.name = en.name, e.type = en.type
@@ -90,14 +104,7 @@ CALL {
       x.evidence = (coalesce(x.evidence, []) + fresh)[-$keep..]
   RETURN sum(CASE WHEN created THEN 1 ELSE 0 END) AS relations
 }
-CALL {
-  WITH undone UNWIND undone AS u UNWIND u.old AS pair
-  WITH split(pair, ' ') AS ab
-  MATCH (:Entity {id: ab[0]})-[x:RELATED]->(:Entity {id: ab[1]})
-  WITH DISTINCT x WHERE x.weight <= 0
-  DELETE x
-}
-CALL {
+""" + DROP_SPENT_EDGES + """CALL {
   WITH touched UNWIND touched AS eid
   MATCH (e:Entity {id: eid}) WHERE NOT (e)<-[:MENTIONS]-(:Chunk)
   DETACH DELETE e
