@@ -72,7 +72,7 @@ RETURN e.id, collect(a.id)
 ENTITY_TEXT = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
 WITH e, score WHERE ($type IS NULL OR e.type = $type) AND NOT (e)-[:SAME_AS]->(:Entity)
-WITH e, score ORDER BY score DESC LIMIT $limit
+WITH e, score ORDER BY score DESC, e.id LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 WITH e, score, count(m) AS own
 CALL {

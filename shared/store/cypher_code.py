@@ -109,7 +109,7 @@ DETACH DELETE e
 SYMBOL_WORDS = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
 WITH e, score WHERE e.source IS NOT NULL AND ($type IS NULL OR e.type = $type)
-WITH e, score ORDER BY score DESC LIMIT $limit
+WITH e, score ORDER BY score DESC, e.id LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN e.id, e.key, e.name, e.type, count(m), score, e.summary
 """

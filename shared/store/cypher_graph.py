@@ -128,14 +128,17 @@ OPTIONAL MATCH (:Entity)-[x:RELATED]->(:Entity) RETURN entities, count(x)
 ENTITY_TEXT = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
 WITH e, score WHERE $type IS NULL OR e.type = $type
-WITH e, score ORDER BY score DESC LIMIT $limit
+WITH e, score ORDER BY score DESC, e.id LIMIT $limit
 MATCH (e)<-[m:MENTIONS]-(:Chunk)
 RETURN e.id, e.key, e.name, e.type, count(m), score, coalesce(e.ner_type, e.type)
 """
 # the graph signal's candidates for the entities a question names (counted once chosen)
+# Ties in score go by id: the same question names the same entities every time (a tie at the
+# limit was broken one way in one read and another in the next, so the retrieval bench's
+# check of graph mode disagreed with the search on 99 SciFact results)
 ENTITY_NAMES = """
 CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS e, score
-WITH e ORDER BY score DESC LIMIT $limit
+WITH e ORDER BY score DESC, e.id LIMIT $limit
 RETURN e.id, e.key, e.name, e.type, coalesce(e.ner_type, e.type)
 """
 # an entity ($id) with the mentions of its group ($ids: it and its aliases, cypher_alias.GROUP)
