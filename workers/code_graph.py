@@ -55,10 +55,10 @@ class Contribution:
     related: dict[tuple[str, str], dict] = field(default_factory=dict)
 
 
-async def code_chunks(graph: AsyncGraph, rows: list) -> tuple[dict[str, list[str]], list]:
-    """A graph batch's rows split: code memory id -> its chunk ids here, and the other rows."""
-    found = await run(graph, cypher_code.CHUNK_MEMORIES, {"ids": [row[0] for row in rows]})
-    code_memory = {cid: mid for cid, mid, metadata in found if code_language(metadata or "{}")}
+def code_chunks(rows: list) -> tuple[dict[str, list[str]], list]:
+    """A graph batch's rows (chunk id, text, memory id, metadata: cypher_graph.GRAPH_BATCH)
+    split: code memory id -> its chunk ids here, and the other rows."""
+    code_memory = {row[0]: row[2] for row in rows if code_language(row[3] or "{}")}
     code: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         if row[0] in code_memory:

@@ -149,7 +149,7 @@ async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows:
     """One batch's contribution written: the symbols of its code chunks from their files'
     syntax trees (workers/code_graph.py), NER over the others (no model loaded for a batch
     of code alone); the last chunk id of the batch."""
-    code, prose = await code_chunks(graph, rows)
+    code, prose = code_chunks(rows)
     entities = relations = 0
     if code:
         with metrics.STAGE_SECONDS.labels("graph_write").time():

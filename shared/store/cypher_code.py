@@ -21,12 +21,6 @@ from __future__ import annotations
 from zapomni.shared.store import cypher_graph
 from zapomni.shared.store.cypher_search import VISIBLE
 
-# which memory each chunk of a graph batch is of (its metadata says whether it is code)
-CHUNK_MEMORIES = """
-UNWIND $ids AS id MATCH (c:Chunk {id: id}) WITH c, id
-MATCH (m:Memory)-[:HAS_CHUNK]->(c)
-RETURN id, m.id, m.metadata
-"""
 # a code memory's text, where it came from and where its chunks start
 CODE_MEMORY = """
 MATCH (m:Memory {id: $id}) WITH m

@@ -21,12 +21,12 @@ AND CASE WHEN $rebuild THEN coalesce(c.graph_task, '') <> $task
 # the whole namespace: a range scan of the chunk id index
 GRAPH_BATCH = (
     "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE " + _GRAPH_PICK
-    + "RETURN c.id, c.text ORDER BY c.id LIMIT $batch"
+    + "RETURN c.id, c.text, m.id, m.metadata ORDER BY c.id LIMIT $batch"
 )
 # some memories (at most 1,000): from each memory to its chunks
 GRAPH_BATCH_OF = (
     "UNWIND $memory_ids AS mid MATCH (m:Memory {id: mid})-[:HAS_CHUNK]->(c:Chunk) WHERE "
-    + _GRAPH_PICK + "RETURN c.id, c.text ORDER BY c.id LIMIT $batch"
+    + _GRAPH_PICK + "RETURN c.id, c.text, m.id, m.metadata ORDER BY c.id LIMIT $batch"
 )
 # how many chunks a task covers: an aggregate, nothing held but the count
 GRAPH_COUNT = """
