@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import io
 import json
 import time
 from pathlib import Path
 
-import msgspec
 import redis.asyncio
 
 from tests.bench.moves import CONSTANTS, MODEL, RESULTS, SOURCE, grow
+from tests.support.export_files import version_1
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer, falkordb_server
 from tests.support.vectors import passages
@@ -69,17 +68,6 @@ async def build(settings: Settings) -> tasks.TaskRecord:
         return await tasks.get_task(front.redis, receipt.task_id)
     finally:
         await front.aclose()
-
-
-def version_1(raw: bytes) -> bytes:
-    """The file as version 1 wrote it: memories without their graph."""
-    lines = [msgspec.json.decode(line) for line in gzip.decompress(raw).splitlines()]
-    header = {k: v for k, v in lines[0].items() if k not in ("graph", "entities")}
-    memories = [{**{k: v for k, v in m.items() if k != "kind"}, "chunks": [
-        {k: v for k, v in c.items() if k not in ("entities_at", "pairs", "links")}
-        for c in m["chunks"]]} for m in lines[1:] if m["kind"] == "memory"]
-    return gzip.compress(b"\n".join(msgspec.json.encode(line) for line in
-                                    [{**header, "version": 1}, *memories]))
 
 
 async def imported(settings: Settings, path: Path, namespace: str) -> dict:

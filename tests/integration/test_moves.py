@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from tests.conftest import make_settings
 from tests.integration.test_expiry import sweep_once
+from tests.support.export_files import version_1
 from tests.support.graph import query, stored
 from tests.support.workers import add_text, run_import, run_workers, worker_processes
 from zapomni.services.cli.export import export_namespace
@@ -262,17 +263,6 @@ async def test_a_version_1_file_imports_and_reads_its_entities_again(falkordb_ur
         await redis.aclose()
     assert graph.kind == "graph" and graph.state == "done", graph
     assert await query(settings, ENTITIES, namespace="copy") == mentions
-
-
-def version_1(raw: bytes) -> bytes:
-    """An export file as version 1 wrote it: memories without their graph."""
-    lines = [msgspec.json.decode(line) for line in gzip.decompress(raw).splitlines()]
-    header = {k: v for k, v in lines[0].items() if k not in ("graph", "entities")}
-    memories = [{**{k: v for k, v in m.items() if k != "kind"}, "chunks": [
-        {k: v for k, v in c.items() if k not in ("entities_at", "pairs", "links")}
-        for c in m["chunks"]]} for m in lines[1:] if m["kind"] == "memory"]
-    return gzip.compress(b"\n".join(msgspec.json.encode(line) for line in
-                                    [{**header, "version": 1}, *memories]))
 
 
 SOURCE = "\n".join(f"def step_{i}(x):\n    \"\"\"Step {i} of the ferry schedule.\"\"\"\n"
