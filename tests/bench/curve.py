@@ -3,6 +3,7 @@ and at each point the ingest rate, FalkorDB's memory, search latency and HNSW re
 
     ./dev bench curve [--sizes 10000 100000 1000000] [--workers 2] [--queries 200]
                       [--passages 60 120] [--deadline HH:MM] [--preload 0.9]
+                      [--data-dir tests/bench/results/curve-data] [--resume]
 
 The stack is `zapomni up` (``--workers`` workers, entity extraction off) with Ollama played by
 tests/support/table_ollama.py: real MiniLM vectors of real passages looked up by text, a
@@ -16,12 +17,24 @@ on ids, nearly all of it ties). The runs in docs/benchmarks.md chunked as before
 (chunks filled across paragraph breaks, ~4 passages drawn at random: distinct); that mode was
 deleted on 2026-11-27 (git keeps it), so a re-run needs passages joined otherwise first.
 
-At each size: ingest chunks/s of that leg (first add -> last task done); FalkorDB's RSS and
-RSS per chunk; search_memory through the query service over HTTP, vector and hybrid, the
-query vector cached (each question asked once before timing); recall@10 of a raw k=10 HNSW
-query against the exact top 10 (ties with the 10th count), computed by numpy over the
-stored vectors read back page by page (never all in memory). ``--deadline`` (UTC) stops a
-leg early; the row then says so.
+At each size (a leg: from the size before to this one): the ingest rate and the CPU per chunk
+written of FalkorDB's server and, beside it, of the workers (/proc, sampled with the chunk
+count every 10 s while the workers ingest; the server also holds the queue and the embedding
+cache), over the leg and "at the size" (its last 10%); FalkorDB's RSS and RSS per chunk;
+search_memory through the query service over HTTP, vector and hybrid, the query vector
+cached (each question asked once before timing); recall@10 of a raw k=10 HNSW query against
+the exact top 10 (ties with the 10th count), computed by numpy over the stored vectors read
+back page by page (never all in memory). ``--deadline`` (UTC) stops a leg early; the row
+then says so. Then issue 34's targets, read from the largest leg against the one nearest a
+tenth of its size.
+
+**Resume.** The stack's data (``--data-dir``, FalkorDB's append-only file) and the curve's
+state beside it (tests/bench/curve_legs.py: the options, each leg's samples and the rows
+measured) outlive a stopped run (Ctrl-C, SIGTERM, the deadline, a crash: the state is
+rewritten whole at every sample). ``--resume`` starts `zapomni up` again on the same
+directory, waits for the jobs the stopped run left queued, keeps the legs already measured
+and continues from the chunk count the store holds; a leg's rate and CPU per chunk sum the
+runs' stretches, never the time stopped. A new run refuses a directory that holds one.
 
 ``--preload F`` reaches each size's first share F without the queue: the same documents,
 cut by the workers' chunker, written with the workers' own store functions (write_memory,
@@ -30,7 +43,8 @@ workers ingest the rest of the leg, and the row's ingest rate is theirs over tha
 (at the size, not averaged from zero). Through the workers the whole curve took 2 hours
 here (2026-11-26: 424 chunks/s at 10k, 133 at 1M; docs/benchmarks.md); FalkorDB's own work
 per chunk (HNSW insert, full-text postings) is the same either way.
-Prints a table; writes tests/bench/results/curve.json. Not part of the test suite.
+Prints each leg, a table and the targets; writes tests/bench/results/curve.json. Not part
+of the test suite.
 """
 
 from __future__ import annotations
@@ -39,7 +53,7 @@ import argparse
 import asyncio
 import datetime
 import json
-import tempfile
+import signal
 import time
 from collections import deque
 from pathlib import Path
@@ -47,6 +61,7 @@ from pathlib import Path
 import numpy as np
 import redis.asyncio
 
+from tests.bench import curve_legs as legs
 from tests.bench.scaling import TABLE, documents
 from tests.bench.vectors import pct, rss_by_process, search_service, write_ready
 from tests.support.servers import ThreadedServer
@@ -81,26 +96,18 @@ async def chunk_count(redis: redis.asyncio.Redis, graph) -> int:
 
 
 async def ingest_to(front: Front, redis: redis.asyncio.Redis, graph, target: int,
-                    make_docs, args: argparse.Namespace) -> dict:
-    """Add documents until the namespace holds ``target`` chunks (or the deadline passes)."""
+                    make_docs, args: argparse.Namespace, checkpoint) -> dict:
+    """Add documents until the namespace holds ``target`` chunks (or the deadline passes);
+    ``checkpoint(count)`` at the start, every ``SAMPLE_S`` and at the end."""
     have = await chunk_count(redis, graph)
+    await checkpoint(have)
     first, added_docs, per_doc = have, 0, 10.0
     pending: deque[str] = deque()
-    started = shown = time.perf_counter()
+    started = shown = sampled = time.perf_counter()
     stopped = False
     while True:
-        retired = 0
-        while pending:  # retire finished tasks, oldest first
-            record = await tasks.get_task(redis, pending[0])
-            if record is None or record.state not in ENDED:
-                break
-            if record.state != "done":
-                raise AssertionError(f"task {record.task_id} ended {record.state}: "
-                                     f"{record.error}")
-            pending.popleft()
-            retired += 1
-        if retired:  # the count read at every retirement: a stale one overshoots the size
-            have = await chunk_count(redis, graph)
+        if await retire(redis, pending):  # the count read at every retirement:
+            have = await chunk_count(redis, graph)  # a stale one overshoots the size
             per_doc = max(1.0, (have - first) / max(1, added_docs - len(pending)))
         stopped = stopped or past(args.deadline)
         room = args.window - len(pending)
@@ -113,16 +120,31 @@ async def ingest_to(front: Front, redis: redis.asyncio.Redis, graph, target: int
             added_docs += 1
         if not pending:
             break
+        if time.perf_counter() - sampled >= legs.SAMPLE_S:
+            sampled = time.perf_counter()
+            have = await chunk_count(redis, graph)
+            await checkpoint(have)
         if time.perf_counter() - shown >= 30:
             shown = time.perf_counter()
             print(f"  {have:,} / {target:,} chunks, {len(pending)} tasks outstanding, "
                   f"{(have - first) / (shown - started):.0f} chunks/s", flush=True)
         await asyncio.sleep(0.2)
-    seconds = time.perf_counter() - started
-    have = await chunk_count(redis, graph)
-    return {"chunks": have, "leg_chunks": have - first, "leg_seconds": round(seconds, 1),
-            "ingest_per_s": round((have - first) / seconds, 1), "stopped_early": stopped,
-            "docs": added_docs}
+    await checkpoint(await chunk_count(redis, graph))
+    return {"stopped_early": stopped, "docs": added_docs}
+
+
+async def retire(redis: redis.asyncio.Redis, pending: deque[str]) -> int:
+    """Finished tasks off the front of ``pending``, oldest first; how many."""
+    retired = 0
+    while pending:
+        record = await tasks.get_task(redis, pending[0])
+        if record is None or record.state not in ENDED:
+            break
+        if record.state != "done":
+            raise AssertionError(f"task {record.task_id} ended {record.state}: {record.error}")
+        pending.popleft()
+        retired += 1
+    return retired
 
 
 async def preload(store: GraphStore, redis: redis.asyncio.Redis, server: TableOllama,
@@ -226,7 +248,7 @@ async def measure(stack: Stack, graph, redis_client, server: TableOllama, asked:
     assert stack.process is not None
     rss = rss_by_process(stack.process.pid)
     query_url = f"http://127.0.0.1:{stack.ports['--query-port']}"
-    search = {mode: await search_service(query_url, asked[:100], mode)
+    search = {mode: await search_service(query_url, asked[:100], mode, stack.query_secret)
               for mode in ("vector", "hybrid")}
     started = time.perf_counter()
     truth = await exact_truth(graph, server, queries)
@@ -238,57 +260,84 @@ async def measure(stack: Stack, graph, redis_client, server: TableOllama, asked:
             "stored_vs_recomputed": await stored_match(graph, server)}
 
 
-async def run(args: argparse.Namespace, stack: Stack, server: TableOllama,
+async def run(args: argparse.Namespace, state: dict, stack: Stack, server: TableOllama,
               passages: list[str], asked: list[str], queries: np.ndarray) -> list[dict]:
+    """Each leg not measured yet, in order of size; the rows of all (earlier runs' too)."""
     db_url = f"redis://127.0.0.1:{stack.ports['--falkordb-port']}"
     settings = Settings.from_env(environ={}, falkordb_url=db_url, redis_url=f"{db_url}/0",
                                  max_queue_depth=1_000_000, request_timeout=60.0)
     store = GraphStore(settings)
-    graph = store.graph("default")
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     front = Front(settings)
-    seed = iter(range(10**9))
-    low, high = args.passages
+    first = (state["runs"] - 1) << 32  # each run its own documents: a resumed one never
+    seed = iter(range(first, first + 2**32))  # repeats the stopped run's
 
     def make_docs(n: int) -> list[str]:
-        return documents(passages, n, low, high, seed=next(seed)) if n else []
+        return documents(passages, n, *args.passages, seed=next(seed)) if n else []
 
-    rows = []
     try:
+        if state["runs"] > 1:
+            print(f"resuming at {await chunk_count(client, store.graph('default')):,} chunks "
+                  f"(run {state['runs']})", flush=True)
+            await legs.drain(client)
         for size in sorted(args.sizes):
-            loaded = {}
-            if args.preload:
-                print(f"preloading to {int(size * args.preload):,} chunks", flush=True)
-                loaded = await preload(store, client, server, int(size * args.preload),
-                                       make_docs)
-            print(f"ingesting to {size:,} chunks", flush=True)
-            row = await ingest_to(front, client, graph, size, make_docs, args)
-            row.update(loaded)
-            row.update(await measure(stack, graph, client, server, asked, queries))
-            row["rss_per_chunk_kb"] = round(row["falkordb_rss_mb"] * 1024 / row["chunks"], 2)
-            row["at"] = datetime.datetime.now(datetime.UTC).strftime("%H:%M")
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-            (RESULTS / "curve.json").write_text(json.dumps(rows, indent=2))
+            if legs.measured(state, size) is not None:
+                print(f"leg {size:,}: measured by an earlier run, kept", flush=True)
+                continue
+            row = await leg(args, state, size, stack, store, client, front, server, make_docs,
+                            asked, queries)
+            print(legs.line(row), flush=True)
             if row["stopped_early"]:
                 break
     finally:
         await front.aclose()
         await client.aclose()
         await store.aclose()
-    return rows
+    return state["rows"]
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| chunks | ingest chunks/s | FalkorDB RSS MB | RSS per chunk KB | vector p50 / p95 "
-             "ms | hybrid p50 / p95 ms | recall@10 | exact scan s |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['chunks']:,}{' (stopped)' if r['stopped_early'] else ''} | "
-                     f"{r['ingest_per_s']} | {r['falkordb_rss_mb']} | {r['rss_per_chunk_kb']} | "
-                     f"{r['vector']['p50']} / {r['vector']['p95']} | {r['hybrid']['p50']} / "
-                     f"{r['hybrid']['p95']} | {r['recall_at_10']} | {r['exact_scan_s']} |")
-    return "\n".join(lines)
+async def leg(args: argparse.Namespace, state: dict, size: int, stack: Stack,
+              store: GraphStore, client: redis.asyncio.Redis, front: Front,
+              server: TableOllama, make_docs, asked: list[str], queries: np.ndarray) -> dict:
+    """The namespace brought to ``size`` chunks and measured there; its row saved."""
+    graph = store.graph("default")
+    loaded = {}
+    if args.preload:
+        print(f"preloading to {int(size * args.preload):,} chunks", flush=True)
+        loaded = await preload(store, client, server, int(size * args.preload), make_docs)
+    assert stack.process is not None
+
+    async def checkpoint(count: int) -> None:
+        legs.sample(state, size, count, stack.process.pid)
+        legs.save(args.data_dir, state)
+
+    print(f"ingesting to {size:,} chunks", flush=True)
+    row = {"size": size, "workers": args.workers,
+           **await ingest_to(front, client, graph, size, make_docs, args, checkpoint),
+           **loaded, **legs.figures(state, size),
+           **await measure(stack, graph, client, server, asked, queries),
+           "chunks": await chunk_count(client, graph),
+           "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")}
+    row["rss_per_chunk_kb"] = round(row["falkordb_rss_mb"] * 1024 / row["chunks"], 2)
+    state["rows"].append(row)
+    legs.save(args.data_dir, state)
+    (RESULTS / "curve.json").write_text(json.dumps(state["rows"], indent=2))
+    return row
+
+
+async def curve(args: argparse.Namespace, state: dict, server: TableOllama,
+                passages: list[str], asked: list[str], queries: np.ndarray) -> list[dict]:
+    """`zapomni up` on the curve's data directory (a resumed run's FalkorDB replays its
+    append-only file) and the legs run against it; stopped however the run ends."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with ThreadedServer(server.app) as http:
+        stack = Stack(args.data_dir)
+        stack.start(workers=args.workers, env={
+            "ZAPOMNI_OLLAMA_URL": http.url, "ZAPOMNI_GRAPH_AUTO": "false"})
+        try:
+            return await run(args, state, stack, server, passages, asked, queries)
+        finally:
+            stack.stop()
 
 
 async def main() -> None:
@@ -304,25 +353,26 @@ async def main() -> None:
     parser.add_argument("--deadline", default="", help="UTC HH:MM: stop adding then")
     parser.add_argument("--preload", type=float, default=0.0,
                         help="share of each size written without the queue (0 to 0.99)")
+    parser.add_argument("--data-dir", type=Path, default=RESULTS / "curve-data",
+                        help="the stack's data and the curve's state")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the curve in --data-dir where its run stopped")
     args = parser.parse_args()
+    args.data_dir = args.data_dir.resolve()
+    state = legs.open_state(args.data_dir, args)
+    task = asyncio.current_task()
+    assert task is not None  # a SIGTERM stops the run as Ctrl-C does: the stack stops cleanly
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     passages, vectors = corpus(args.real, args.real)
     asked = questions(args.queries)
     queries = embedded(asked, progress=False)
     server = TableOllama(passages + asked, np.vstack([vectors, queries]))
-    sample = documents(passages, 16, *args.passages, seed=10**6)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="zapomni-curve-") as tmp, \
-            ThreadedServer(server.app) as http:
-        stack = Stack(Path(tmp))
-        stack.start(workers=args.workers, env={
-            "ZAPOMNI_OLLAMA_URL": http.url, "ZAPOMNI_GRAPH_AUTO": "false"})
-        try:
-            rows = await run(args, stack, server, passages, asked, queries)
-        finally:
-            stack.stop()
-    print(table(rows))
+    rows = await curve(args, state, server, passages, asked, queries)
+    print(legs.table(rows))
+    print(legs.targets(rows))
     print(f"server answers: {server.exact} whole, {server.joined} joined, "
           f"{server.perturbed} perturbed")
+    sample = documents(passages, 16, *args.passages, seed=10**6)
     print("joined chunks' cosine to the model's own vector: "
           f"{chunk_fidelity(server, sample)}")
 

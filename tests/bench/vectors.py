@@ -144,8 +144,10 @@ def numpy_exact(stored: np.ndarray, queries: np.ndarray) -> dict:
     return {"p50": pct(times, 50), "p95": pct(times, 95)}
 
 
-async def search_service(url: str, texts: list[str], mode: str) -> dict:
-    async with httpx2.AsyncClient(base_url=url, timeout=60) as http:
+async def search_service(url: str, texts: list[str], mode: str, secret: str) -> dict:
+    """``secret``: the query service's credential (`zapomni up` refuses a call without it)."""
+    async with httpx2.AsyncClient(base_url=url, timeout=60,
+                                  headers={"Authorization": f"Bearer {secret}"}) as http:
         for text in texts:  # the first ask embeds and caches the query
             (await http.post("/v1/search", json={"query": text, "mode": mode})).raise_for_status()
         times = []
@@ -159,24 +161,34 @@ async def search_service(url: str, texts: list[str], mode: str) -> dict:
 def rss_by_process(root_pid: int) -> dict[str, float]:
     """Resident MB of each process under `zapomni up`, named by its command line."""
     out = {}
+    for pid, name in children(root_pid).items():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:  # it ended since
+            continue
+        kb = next(int(line.split()[1]) for line in status.splitlines()
+                  if line.startswith("VmRSS:"))
+        out[name] = round(kb / 1024, 1)
+    return out
+
+
+def children(root_pid: int) -> dict[int, str]:
+    """The processes `zapomni up` started (``root_pid``), each named by its command line."""
+    out = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            status = (proc / "status").read_text()
         except (OSError, IndexError):
             continue
-        if parent != root_pid:
-            continue
-        kb = next(int(line.split()[1]) for line in status.splitlines()
-                  if line.startswith("VmRSS:"))
-        name = ("falkordb" if "redis-server" in command or "falkordb" in command else
+        if parent == root_pid:
+            out[int(proc.name)] = (
+                "falkordb" if "redis-server" in command or "falkordb" in command else
                 "front" if "zapomni.services.mcp" in command else
                 "query" if "zapomni.services.query" in command else
                 "worker" if " -m zapomni.workers" in command else command[:40])
-        out[name] = round(kb / 1024, 1)
     return out
 
 
@@ -245,7 +257,7 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
             row["configured_build_s"] = round(await rebuild(graph, *configured), 1)
         row["configured"] = {"k10": await probe(graph, queries, truth, ids, 10),
                              "k100": await probe(graph, queries, truth, ids, 100)}
-        row["search"] = [await search_service(query_url, asked, mode)
+        row["search"] = [await search_service(query_url, asked, mode, stack.query_secret)
                          for mode in ("vector", "hybrid")]
         print(f"  {size:,} search_memory (cached query vector): " + ", ".join(
             f"{s['mode']} p50/p95 {s['p50']}/{s['p95']} ms" for s in row["search"]), flush=True)

@@ -60,11 +60,17 @@ class Stack:
                 raise AssertionError(f"zapomni up did not start:\n{self.output.read_text()}")
             time.sleep(0.2)
 
+    @property
+    def query_secret(self) -> str:
+        """The front's credential on the query service's /v1 calls, which `zapomni up` keeps in
+        its data directory."""
+        return (self.data_dir / "query-secret").read_text().strip()
+
     def stdio_front(self) -> StdioTransport:
         """The stdio front against this stack, configured as the printed snippet says."""
         env = {"ZAPOMNI_REDIS_URL": f"redis://127.0.0.1:{self.ports['--falkordb-port']}/0",
                "ZAPOMNI_QUERY_URL": f"http://127.0.0.1:{self.ports['--query-port']}",
-               "ZAPOMNI_QUERY_SECRET": (self.data_dir / "query-secret").read_text().strip()}
+               "ZAPOMNI_QUERY_SECRET": self.query_secret}
         return StdioTransport(command=str(Path(sys.executable).parent / "zapomni-mcp"),
                               args=["--stdio"], env=env)
 
