@@ -367,7 +367,12 @@ async def main() -> None:
     asked = questions(args.queries)
     queries = embedded(asked, progress=False)
     server = TableOllama(passages + asked, np.vstack([vectors, queries]))
-    rows = await curve(args, state, server, passages, asked, queries)
+    try:
+        rows = await curve(args, state, server, passages, asked, queries)
+    except asyncio.CancelledError:
+        print(f"curve: stopped; the same command with --resume continues it from "
+              f"{args.data_dir}", flush=True)
+        raise
     print(legs.table(rows))
     print(legs.targets(rows))
     print(f"server answers: {server.exact} whole, {server.joined} joined, "
