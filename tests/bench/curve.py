@@ -85,6 +85,10 @@ COUNT = "MATCH (c:Chunk) RETURN count(c)"
 PAGE = ("MATCH (c:Chunk) WHERE id(c) > $after RETURN id(c), c.id, c.text "
         "ORDER BY id(c) LIMIT $n")
 SAMPLE = "MATCH (c:Chunk) RETURN c.text, c.embedding LIMIT $n"
+# a resumed run's FalkorDB replays its append-only file before `zapomni up` is up: at 15k
+# chunks 61 MB in 6.7 s (2026-11-27, ~0.45 ms a chunk: a file not rewritten yet replays every
+# write); at 1M it may pass the 600 s `zapomni up` itself waits (services/stack/falkordb.py)
+STARTUP_S = 900
 RAW_QUERY = ("CALL db.idx.vector.queryNodes('Chunk', 'embedding', $k, vecf32($v)) "
              "YIELD node RETURN node.id, node.text")
 
@@ -332,7 +336,7 @@ async def curve(args: argparse.Namespace, state: dict, server: TableOllama,
     RESULTS.mkdir(parents=True, exist_ok=True)
     with ThreadedServer(server.app) as http:
         stack = Stack(args.data_dir)
-        stack.start(workers=args.workers, env={
+        stack.start(workers=args.workers, timeout=STARTUP_S, env={
             "ZAPOMNI_OLLAMA_URL": http.url, "ZAPOMNI_GRAPH_AUTO": "false"})
         try:
             return await run(args, state, stack, server, passages, asked, queries)

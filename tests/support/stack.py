@@ -44,8 +44,10 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.ports['--mcp-port']}/mcp"
 
-    def start(self, workers: int = 2, env: dict[str, str] | None = None) -> None:
-        """``env``: ZAPOMNI_* settings for this stack, over the test process's environment."""
+    def start(self, workers: int = 2, env: dict[str, str] | None = None,
+              timeout: float = 180.0) -> None:
+        """``env``: ZAPOMNI_* settings for this stack, over the test process's environment;
+        ``timeout``: seconds to wait for it to be up (a large data directory replays first)."""
         command = [str(Path(sys.executable).parent / "zapomni"), "up", "--workers", str(workers),
                    "--data-dir", str(self.data_dir)]
         for flag, port in self.ports.items():
@@ -54,7 +56,7 @@ class Stack:
         with self.output.open("ab") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=out,
                                             env={**os.environ, **(env or {})})
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + timeout
         while self.output.read_text().count("Zapomni is up.") == seen:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"zapomni up did not start:\n{self.output.read_text()}")
