@@ -66,10 +66,11 @@ KEYWORD_POOL = (
 # a term's first read (services/query/postings.py), one walk of its postings: its document
 # frequency (BM25's, over the whole namespace: a filter narrows the results, it does not make a
 # word rarer or more common) and, unless it is in more than $common chunks (a common term only
-# counts), its members (the node ids of all its postings, one string of decimals joined by
-# commas: ~0.1 us a posting to parse, against ~5 us as a row of cells) and its postings that
-# score above the cut, the ($limit + 1)-th best score (-1.0 if it has no more: then every
-# posting), as [node id, chunk id, score] in the index's order: $limit at most. The procedure
+# counts), its postings that score above the cut, the ($limit + 1)-th best score (-1.0 if it
+# has no more: then every posting), as [node id, chunk id, score] in the index's order:
+# $limit at most, and, if it has more, its members (the node ids of all its postings, one
+# string of decimals joined by commas: ~0.1 us a posting to parse, against ~5 us as a row of
+# cells). The procedure
 # yields every posting in its own order and has no top-k, so the scores are sorted here; the
 # chunk ids of the chosen rows only are read, by node id. Against the three walks it replaces
 # (count, best $limit, members): 0.6-0.8x FalkorDB's time on terms of 1.5k-38k postings at 100k
@@ -80,7 +81,8 @@ KEYWORD_FIRST = (
     "WITH size(ids) AS df, CASE WHEN size(ids) <= $common THEN ids ELSE [] END AS ids, scores, "
     "CASE WHEN size(ids) > $limit AND size(ids) <= $common THEN scores ELSE [] END AS ranked "
     "WITH df, ids, scores, coalesce(list.sort(ranked, false)[$limit], -1.0) AS cut "
-    "WITH df, cut, string.join([x IN ids | toString(x)], ',') AS members, "
+    "WITH df, cut, string.join([x IN CASE WHEN cut < 0 THEN [] ELSE ids END | toString(x)], "
+    "',') AS members, "
     "[i IN range(0, size(ids) - 1) WHERE scores[i] > cut | [ids[i], scores[i]]] AS top "
     "CALL { WITH top UNWIND top AS t MATCH (c:Chunk) WHERE id(c) = t[0] "
     "RETURN collect([t[0], c.id, t[1]]) AS rows } "

@@ -44,12 +44,13 @@ def summed_in_falkordb(weighted, lists, over):
 
 def first_read(pairs, first, common=EVERY):
     """What KEYWORD_FIRST sends for a term read ``first`` deep: its document frequency, the
-    cut (the (first + 1)-th best score, -1.0 if none), its members and its postings above the
-    cut, in the index's order (here the order of ``pairs``), read by as_first."""
+    cut (the (first + 1)-th best score, -1.0 if none), its members (if it has more) and its
+    postings above the cut, in the index's order (here the order of ``pairs``), read by
+    as_first."""
     ranked = sorted((s for _, s in pairs), reverse=True)
     cut = ranked[first] if len(ranked) > first else -1.0
     kept = pairs if len(pairs) <= common else []
-    return as_first([len(pairs), cut, ",".join(str(n) for n, _ in kept),
+    return as_first([len(pairs), cut, ",".join(str(n) for n, _ in kept) if cut >= 0 else "",
                      [[n, f"chunk-{n:03d}", s] for n, s in kept if s > cut]], common, first)
 
 
