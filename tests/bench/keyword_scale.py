@@ -192,7 +192,7 @@ async def three_walks(graph, words: list[str], common: float) -> dict:
     members = dict(zip(long, found[len(pool):], strict=True))
     tops = {w: postings_cache.as_top(rows, limits[w], postings_cache.as_members(members[w])
                                      if w in members else None)
-            for w, rows in zip(pool, found, strict=True)}
+            for w, rows in zip(pool, found[: len(pool)], strict=True)}
     empty = postings_cache.as_top([], None)
     return {w: (counts[w], None if counts[w] > common else tops.get(w, empty)) for w in words}
 
