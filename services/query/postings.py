@@ -3,16 +3,13 @@ term score, best first, ties by chunk id (what the pool query summed in FalkorDB
 without reading every posting of every term with its score.
 
 FalkorDB's full-text procedure has no top-k to push down: db.idx.fulltext.queryNodes takes a
-label and a query and yields every match in the index's own order. So each question term is
-read once, in one walk of its postings (cypher_search.KEYWORD_FIRST): its document frequency
-and, for a term that may choose the pool, its members (the node ids of all its postings, one
-string: ~0.1 us a posting to parse against ~5 us for a row of cells) and its postings above
-the cut, the (FIRST_READ + 1)-th best score (all of them for a term with no more). A term
-is then read deeper, best score first (ORDER BY score DESC LIMIT n: FalkorDB sorts, n rows
-cross the wire), only as deep as the pool needs. This is Fagin's threshold algorithm without
-random access (NRA), with the random access FalkorDB does offer for the few chunks it must
-settle. A term's cut (or, read deeper, its last score read) bounds every posting of it not
-read; a chunk's sum has a known part and a bound (the bounds
+label and a query and yields every match in the index's own order. So a term with more
+postings than FIRST_READ is read best score first (ORDER BY score DESC LIMIT n: FalkorDB
+sorts, n rows cross the wire) and only as deep as the pool needs, beside its members (the
+node ids of all its postings, one string: ~0.1 us a posting to parse against ~5 us for a row
+of cells). This is Fagin's threshold algorithm without random access (NRA), with the random
+access FalkorDB does offer for the few chunks it must settle. The last score read of a term
+bounds every posting of it not read; a chunk's sum has a known part and a bound (the bounds
 of the terms it is a member of but whose prefix misses it), and a chunk no prefix holds is
 bounded by the sum of the open terms' bounds. The pool is final when the ``over``-th best
 known part is above that sum, and every chunk whose bound reaches it is known to the last
@@ -32,7 +29,6 @@ from typing import Any, NamedTuple
 import numpy as np
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.services.query import frequencies
 from zapomni.services.query.frequencies import StampedCache
 from zapomni.shared.store import cypher_search
 from zapomni.shared.store.graphstore import run_cells
@@ -41,8 +37,7 @@ from zapomni.shared.store.graphstore import run_cells
 # (node id, chunk id, score), a member 4 (as much as 2M postings read whole took before)
 CACHED_BYTES = 220_000_000
 ROW_BYTES = 110
-# a term's first read: its postings above the (FIRST_READ + 1)-th best score; a term with no
-# more is read whole
+# a term's first read: its best postings; a term with fewer is read whole
 FIRST_READ = 1_000
 DEEPER = 4  # a prefix that bounds too high is read this many times deeper
 # chunks probed in a term at once (a probe walks the term's postings once per chunk asked:
@@ -55,27 +50,27 @@ Chosen = tuple[str, int, float, list[str]]  # chunk id, node id, sum, the pool t
 
 class TermTop:
     """A term's postings read so far, best first (node ids, chunk ids, scores, aligned),
-    whether that is all of them, the node ids of all its postings (its members, sorted), its
-    score in chunks probed beyond the prefix (None: it has none), how deep it was read (the
-    limit asked) and its bound: no posting not read scores more (its last score read unless
-    told: a first read's cut, above which it was read)."""
+    whether that is all of them, the node ids of all its postings (its members, sorted), and
+    its score in chunks probed beyond the prefix (None: it has none)."""
 
-    __slots__ = ("bound", "chunk_ids", "complete", "depth", "members", "node_ids", "probed",
-                 "scores")
+    __slots__ = ("chunk_ids", "complete", "members", "node_ids", "probed", "scores")
 
     def __init__(self, node_ids: np.ndarray, chunk_ids: np.ndarray, scores: np.ndarray,
                  complete: bool, members: np.ndarray | None = None,
-                 probed: dict[int, tuple[str, float] | None] | None = None, *,
-                 depth: int = 0, bound: float | None = None) -> None:
+                 probed: dict[int, tuple[str, float] | None] | None = None) -> None:
         self.node_ids, self.chunk_ids, self.scores = node_ids, chunk_ids, scores
-        self.complete, self.depth = complete, depth
+        self.complete = complete
         self.members = np.sort(node_ids) if complete or members is None else members
         self.probed = probed or {}
-        self.bound = 0.0 if complete else float(scores[-1]) if bound is None else bound
+
+    @property
+    def bound(self) -> float:
+        """No posting not read scores more."""
+        return 0.0 if self.complete or not len(self.scores) else float(self.scores[-1])
 
     def with_probes(self, found: dict[int, tuple[str, float] | None]) -> TermTop:
         return TermTop(self.node_ids, self.chunk_ids, self.scores, self.complete,
-                       self.members, self.probed | found, depth=self.depth, bound=self.bound)
+                       self.members, self.probed | found)
 
     def size(self) -> int:
         return ROW_BYTES * (len(self.node_ids) + len(self.probed)) + (
@@ -92,35 +87,20 @@ class Needs(NamedTuple):
 CACHE = StampedCache(CACHED_BYTES, size=TermTop.size)
 
 
-async def first_reads(graph: AsyncGraph, namespace: str, stamp: str, words: list[str],
-                      common: float, counts: StampedCache = frequencies.CACHE
-                      ) -> tuple[dict[str, int], dict[str, TermTop]]:
-    """Each word's document frequency (0 for none) and the first reads made of those in no
-    more than ``common`` chunks (``keyword_pool``'s ``read``): one walk of each word's
-    postings, only for the words whose frequency ``counts`` does not hold at ``stamp``, the
-    namespace's write stamp as read before (cypher_schema.SEARCH_STATE: a write in between
-    leaves what is read under the old stamp, never the new one)."""
-    df = counts.get(namespace, stamp, words)
-    found = await read_first(graph, [w for w in words if w not in df], common)
-    counts.put(namespace, stamp, {w: n for w, (n, _) in found.items()})
-    return df | {w: n for w, (n, _) in found.items()}, {
-        w: top for w, (_, top) in found.items() if top is not None}
-
-
 async def keyword_pool(graph: AsyncGraph, namespace: str, stamp: str,
-                       weighted: list[list[Any]], over: int,
-                       read: dict[str, TermTop] | None = None, cache: StampedCache = CACHE
-                       ) -> list[Chosen]:
+                       weighted: list[list[Any]], df: dict[str, int], over: int,
+                       cache: StampedCache = CACHE) -> list[Chosen]:
     """The first ``over`` chunks by sum of idf x score over the ``weighted`` [term, idf]
-    pairs, at ``stamp`` (as ``first_reads``); ``read``: first reads made already. Each round
-    reads deeper or probes, and each grows what is known; after ROUNDS the terms still open
-    are read whole, and the pool is then the sum over every posting."""
+    pairs, at ``stamp`` (read before: a write in between leaves what is read under the old
+    stamp); ``df``: each term's postings (a term with no more than FIRST_READ is read whole
+    at once). Each round reads deeper or probes, and each grows what is known; after ROUNDS
+    the terms still open are read whole, and the pool is then the sum over every posting."""
     words = [term for term, _ in weighted]
-    tops = {w: (read or {})[w] for w in words if w in (read or {})}
-    tops |= cache.get(namespace, stamp, [w for w in words if w not in tops])
-    fresh = await read_first(graph, [w for w in words if w not in tops], EVERY)
-    tops |= {w: top for w, (_, top) in fresh.items() if top is not None}
-    changed = set(read or {}) & set(words) | set(fresh)
+    tops = cache.get(namespace, stamp, words)
+    read = await read_tops(graph, {w: FIRST_READ if df.get(w, 0) > FIRST_READ else None
+                                   for w in words if w not in tops})
+    tops |= read
+    changed = set(read)
     for _ in range(ROUNDS):
         chosen, needs = top_pool(weighted, tops, over)
         if not needs.deeper and not needs.probes:
@@ -129,7 +109,7 @@ async def keyword_pool(graph: AsyncGraph, namespace: str, stamp: str,
         tops |= fetched
         changed |= set(fetched)
     else:
-        tops |= await read_tops(graph, {t: EVERY for t in words if not tops[t].complete}, tops)
+        tops |= await read_tops(graph, {t: None for t in words if not tops[t].complete}, tops)
         changed = set(words)
         chosen, _ = top_pool(weighted, tops, over)
     cache.put(namespace, stamp, {t: tops[t] for t in changed})
@@ -142,7 +122,8 @@ async def settle(graph: AsyncGraph, tops: dict[str, TermTop], needs: Needs
     PROBED_AT_MOST chunks to probe is read deeper instead."""
     probes = {t: nodes for t, nodes in needs.probes.items() if len(nodes) <= PROBED_AT_MOST}
     deeper = [*needs.deeper, *(t for t in needs.probes if t not in probes)]
-    reading = read_tops(graph, {t: min(EVERY, DEEPER * tops[t].depth) for t in deeper}, tops)
+    reading = read_tops(graph, {t: min(EVERY, DEEPER * len(tops[t].scores)) for t in deeper},
+                        tops)
     if not probes:
         return await reading
     fetched, probed = await asyncio.gather(reading, probe(
@@ -156,43 +137,23 @@ ROUNDS = 16
 EVERY = 1 << 30  # a limit no term reaches (FalkorDB keeps a LIMIT's low 32 bits: 2^40 is 0)
 
 
-async def read_first(graph: AsyncGraph, words: list[str], common: float
-                     ) -> dict[str, tuple[int, TermTop | None]]:
-    """Each word's first read (cypher_search.KEYWORD_FIRST), one query a word, at once: its
-    document frequency, and its postings above its cut with its members (None for a word in
-    more than ``common`` chunks: counted only)."""
-    found = await asyncio.gather(*(run_cells(graph, cypher_search.KEYWORD_FIRST, {
-        "term": w, "limit": FIRST_READ, "common": common}) for w in words))
-    return {w: as_first(rows[0], common, FIRST_READ)
-            for w, rows in zip(words, found, strict=True)}
-
-
-def as_first(row: list[Any], common: float, depth: int) -> tuple[int, TermTop | None]:
-    """KEYWORD_FIRST's row, read ``depth`` deep: the document frequency, the cut (below 0:
-    every posting is read), the members and the rows of (node id, chunk id, score) above
-    the cut."""
-    df, cut, members, rows = row
-    if df > common:
-        return df, None
-    complete = cut < 0
-    rows = sorted(rows, key=lambda r: -r[2])  # best first; equal scores in any order
-    node, chunk, score = zip(*rows, strict=True) if rows else ((), (), ())
-    return df, TermTop(np.array(node, np.int64), np.array(chunk, object),
-                       np.array(score, np.float64), complete,
-                       None if complete else as_members([[members]]), depth=depth, bound=cut)
-
-
-async def read_tops(graph: AsyncGraph, limits: dict[str, int], held: dict[str, TermTop]
-                    ) -> dict[str, TermTop]:
-    """Each term's best ``limit`` postings (EVERY: all), one query a term, at once; its
-    members and what was probed beyond the prefix stay as ``held`` has them."""
+async def read_tops(graph: AsyncGraph, limits: dict[str, int | None],
+                    held: dict[str, TermTop] | None = None) -> dict[str, TermTop]:
+    """Each term's best ``limit`` postings (None: all), one query a term, at once, and its
+    members where ``held`` does not have them yet (a prefix that is not all of it)."""
     terms = list(limits)
-    found = await asyncio.gather(*(run_cells(graph, cypher_search.KEYWORD_TOP, {
-        "term": t, "limit": limits[t] + 1}) for t in terms))
-    tops = {t: as_top(rows, limits[t], held[t].members)
-            for t, rows in zip(terms, found, strict=True)}
-    for t in terms:
-        tops[t].probed = held[t].probed
+    held = held or {}
+    prefixes = [run_cells(graph, cypher_search.KEYWORD_TOP, {
+        "term": t, "limit": EVERY if limits[t] is None else limits[t] + 1}) for t in terms]
+    listed = [t for t in terms if t not in held and limits[t] is not None]
+    lists = [run_cells(graph, cypher_search.KEYWORD_MEMBERS, {"term": t}) for t in listed]
+    found = await asyncio.gather(*prefixes, *lists)
+    members = {t: held[t].members for t in terms if t in held} | {
+        t: as_members(rows) for t, rows in zip(listed, found[len(terms):], strict=True)}
+    tops = {t: as_top(rows, limits[t], members.get(t))
+            for t, rows in zip(terms, found[: len(terms)], strict=True)}
+    for t in held.keys() & tops.keys():
+        tops[t].probed = held[t].probed  # what was probed beyond the prefix stays known
     return tops
 
 
@@ -205,11 +166,11 @@ def as_top(rows: list[list[Any]], limit: int | None,
         return TermTop(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0), complete)
     node, chunk, score = zip(*rows, strict=True)
     return TermTop(np.array(node, np.int64), np.array(chunk, object),
-                   np.array(score, np.float64), complete, members, depth=limit or 0)
+                   np.array(score, np.float64), complete, members)
 
 
 def as_members(rows: list[list[Any]]) -> np.ndarray:
-    """A term's members, node ids as one string of decimals joined by commas, sorted (in 32
+    """KEYWORD_MEMBERS' node ids, one string of decimals joined by commas, sorted (in 32
     bits where they fit: half the cache)."""
     text = rows[0][0] if rows else ""
     members = np.sort(np.array(text.split(","), np.int64)) if text else np.zeros(0, np.int64)

@@ -30,6 +30,7 @@ from zapomni.services.query.entities import (
     reasons,
     with_neighbours,
 )
+from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
     Context,
@@ -39,7 +40,7 @@ from zapomni.services.query.fusion import (
 )
 from zapomni.services.query.hits import shape_results, why_empty
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
-from zapomni.services.query.postings import TermTop, first_reads, keyword_pool, pool_rows
+from zapomni.services.query.postings import keyword_pool, pool_rows
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.timeline import asked_order, time_prior
 from zapomni.services.query.versions import inherit
@@ -280,23 +281,22 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
     """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
     (a normalised term frequency), then re-scored with BM25. A term's document frequency is
     how many chunks of the namespace it matches, with or without filters (cached while the
-    namespace is unchanged: services/query/frequencies.py), read in the same walk of its
-    postings as its first postings (services/query/postings.py). ``pool``: the candidates
-    re-scored (at least ``depth``). The unfiltered pool comes from the terms' best postings;
-    a filtered one is summed in FalkorDB, and the unfiltered one gives it BM25's average
-    length."""
+    namespace is unchanged: services/query/frequencies.py). ``pool``: the candidates re-scored
+    (at least ``depth``). The unfiltered pool comes from the terms' best postings
+    (services/query/postings.py); a filtered one is summed in FalkorDB, and the unfiltered
+    one gives it BM25's average length."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    pool = max(params["depth"], pool)
-    common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
-    df, read = await first_reads(graph, request.namespace, stamp, words, common)
+    df = await document_frequencies(graph, request.namespace, words, stamp)
     rarity = {w: idf(total, df.get(w, 0)) for w in words}
     weighted = [[w, rarity[w]] for w in words if df.get(w)]
     if not weighted:
         return []
+    pool = max(params["depth"], pool)
+    common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common)
-    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, read, params, pool)
+    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, df, params, pool)
     if not request.filters.active:
         rows = await everywhere
         return rescore(rows, rows, rarity)[:params["depth"]]
@@ -307,11 +307,11 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
 
 
 async def unfiltered_pool(graph: AsyncGraph, namespace: str, stamp: str | None,
-                          chosen: list[list[Any]], read: dict[str, TermTop],
-                          params: dict[str, Any], pool: int) -> list[list[Any]]:
-    """The pool's rows without filters: the best ``2 x pool`` chunks by the sum (``read``:
-    the terms' first reads made), then the first ``pool`` of them that are visible."""
-    best = await keyword_pool(graph, namespace, stamp, chosen, 2 * pool, read)
+                          chosen: list[list[Any]], df: dict[str, int], params: dict[str, Any],
+                          pool: int) -> list[list[Any]]:
+    """The pool's rows without filters: the best ``2 x pool`` chunks by the sum, then the
+    first ``pool`` of them that are visible."""
+    best = await keyword_pool(graph, namespace, stamp, chosen, df, 2 * pool)
     found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
         "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
         "superseded": params["superseded"]})

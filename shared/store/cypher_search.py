@@ -51,49 +51,31 @@ SEARCH_EXACT = (
 
 # full-text. Each term (a run of letters or digits: services/query/keyword.py, never query
 # syntax) is looked up on its own and weighted by its rarity, idf, computed in
-# services/query/search.py from KEYWORD_FIRST: an OR of the terms ranks by the index's own
+# services/query/search.py from KEYWORD_DF: an OR of the terms ranks by the index's own
 # score, which let common words win (keyword nDCG@10 on SciFact 0.375 instead of 0.666).
 # With filters the sum is done here so that only the best $pool chunks cross the wire (a
-# common word matches thousands; without filters: services/query/postings.py). $weighted:
-# [term, idf] pairs. Each row also names the terms the index matched in it (its stemmer:
-# "configured" finds "configuration").
+# common word matches thousands; without filters: KEYWORD_TOP). $weighted: [term, idf]
+# pairs. Each row also names the terms the index matched in it (its stemmer: "configured"
+# finds "configuration").
 KEYWORD_POOL = (
     "UNWIND $weighted AS t CALL db.idx.fulltext.queryNodes('Chunk', t[0]) "
     "YIELD node AS c, score MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + FILTER
     + "WITH m, c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $pool" + RETURN_HIT + ", matched, c.words"
 )
-# a term's first read (services/query/postings.py), one walk of its postings: its document
-# frequency (BM25's, over the whole namespace: a filter narrows the results, it does not make a
-# word rarer or more common) and, unless it is in more than $common chunks (a common term only
-# counts), its postings that score above the cut, the ($limit + 1)-th best score (-1.0 if it
-# has no more: then every posting), as [node id, chunk id, score] in the index's order:
-# $limit at most, and, if it has more, its members (the node ids of all its postings, one
-# string of decimals joined by commas: ~0.1 us a posting to parse, against ~5 us as a row of
-# cells). The procedure
-# yields every posting in its own order and has no top-k, so the scores are sorted here; the
-# chunk ids of the chosen rows only are read, by node id. Against the three walks it replaces
-# (count, best $limit, members): 0.6-0.8x FalkorDB's time on terms of 1.5k-38k postings at 100k
-# chunks, a common term 1.2-1.5x its count alone (docs/benchmarks.md, "Keyword top-k")
-KEYWORD_FIRST = (
-    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
-    "WITH collect(id(c)) AS ids, collect(score) AS scores "
-    "WITH size(ids) AS df, CASE WHEN size(ids) <= $common THEN ids ELSE [] END AS ids, scores, "
-    "CASE WHEN size(ids) > $limit AND size(ids) <= $common THEN scores ELSE [] END AS ranked "
-    "WITH df, ids, scores, coalesce(list.sort(ranked, false)[$limit], -1.0) AS cut "
-    "WITH df, cut, string.join([x IN CASE WHEN cut < 0 THEN [] ELSE ids END | toString(x)], "
-    "',') AS members, "
-    "[i IN range(0, size(ids) - 1) WHERE scores[i] > cut | [ids[i], scores[i]]] AS top "
-    "CALL { WITH top UNWIND top AS t MATCH (c:Chunk) WHERE id(c) = t[0] "
-    "RETURN collect([t[0], c.id, t[1]]) AS rows } "
-    "RETURN df, cut, members, rows"
-)
-# a term's best postings, read deeper than its first read (services/query/postings.py): the
-# node (to group by), the chunk id (ties) and the score; $limit rows at most, highest score
-# first (FalkorDB sorts them with a heap as they come)
+# a term's best postings (services/query/postings.py, unfiltered searches): the node (to group
+# by), the chunk id (ties) and the score; $limit rows at most, highest score first (FalkorDB
+# sorts them; the procedure yields every posting, in the index's order)
 KEYWORD_TOP = (
     "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
     "WITH c, score ORDER BY score DESC LIMIT $limit RETURN id(c), c.id, score"
+)
+# the node ids of all a term's postings, as one string of decimals joined by commas: a
+# posting costs ~0.1 us to parse so, against ~5 us as a row of cells (services/query/postings.py
+# needs them to know which chunks a term is not in)
+KEYWORD_MEMBERS = (
+    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c "
+    "RETURN string.join(collect(toString(id(c))), ',')"
 )
 # a term's score in given chunks: $probes, [term, [node id, ...]] pairs; a chunk the term is
 # not in has no row
@@ -112,6 +94,14 @@ KEYWORD_POOL_ROWS = (
     + "WITH i, m, c ORDER BY i LIMIT $pool "
     "RETURN $nodes[i], m.id, c.id, c.text, c.char_start, c.char_end, c.words"
 )
+# how many chunks each term matches: BM25's document frequency, over the whole namespace
+# (a few of memories still being ingested too): a filter narrows the results, it does not
+# make a word rarer or more common
+KEYWORD_DF_ALL = (
+    "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) YIELD node AS c "
+    "RETURN term, count(c)"
+)
+
 # conversation context: for each candidate's memory, the memories added just before and
 # after it to the same thread (THEN edges; see LINK_TURN_*), and whether it came after.
 # One undirected match: a third less server time than two OPTIONAL MATCHes per id

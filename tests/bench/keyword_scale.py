@@ -19,13 +19,12 @@ vectors cached in Redis), each variant: every question once to warm (the first a
 every term's postings are read), then timed in hybrid mode, then nDCG@10 of hybrid and
 keyword. Variants: every posting of each pool term read and summed (the pool as it was
 chosen before the threshold algorithm: its first read unbounded); the threshold algorithm
-over each term's best postings with the first reads as they were before KEYWORD_FIRST (three
-walks of a long pool term: its count, its best 1,000, its members); the same with the
-product's first read (services/query/postings.py: one walk). For each, the postings read on
-the first ask of a question: rows that crossed the wire, members, and the postings FalkorDB
-iterated for them (every query that reads a term, counts included, walks all its postings).
-``--profile``: each FalkorDB query of the last variant timed. Prints a table; writes
-tests/bench/results/keyword_scale.json. Not part of the test suite.
+over each term's best postings (services/query/postings.py); the same with every question
+term choosing the pool (no COMMON_TERM_SHARE cut). For each, the postings read on the first
+ask of a question: rows that crossed the wire, and the postings FalkorDB iterated for them
+(each read or probe of a term walks all its postings). ``--profile``: each FalkorDB query of
+the last variant timed. Prints a table; writes tests/bench/results/keyword_scale.json. Not
+part of the test suite.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ import redis.asyncio
 
 from tests.bench.retrieval import load_beir, ndcg
 from tests.support.stack import Stack
-from zapomni.services.query import frequencies
+from zapomni.services.query import frequencies, search
 from zapomni.services.query import postings as postings_cache
 from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
 from zapomni.shared.embedding import vector_cache
@@ -167,77 +166,42 @@ async def ask(store, embedder, client, settings, queries, mode: str) -> tuple[li
     return times, ranked
 
 
-# the first reads as they were before KEYWORD_FIRST (main 48b9fe2): every question term
-# counted in one query, then each pool term read best first beside its members
-OLD_COUNT = ("UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) "
-             "YIELD node AS c RETURN term, count(c)")
-OLD_MEMBERS = ("CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c "
-               "RETURN string.join(collect(toString(id(c))), ',')")
-
-
-async def three_walks(graph, words: list[str], common: float) -> dict:
-    """postings.read_first as it was: the words counted, then each in no more than
-    ``common`` chunks read FIRST_READ deep (whole if it has no more), with its members if it
-    has more."""
-    from zapomni.shared.store import cypher_search
-
-    run_cells, first = postings_cache.run_cells, postings_cache.FIRST_READ
-    counts = dict.fromkeys(words, 0) | dict(await run_cells(graph, OLD_COUNT, {"terms": words}))
-    pool = [w for w in words if 0 < counts[w] <= common]
-    limits = {w: first if counts[w] > first else postings_cache.EVERY for w in pool}
-    long = [w for w in pool if counts[w] > first]
-    found = await asyncio.gather(*(run_cells(graph, cypher_search.KEYWORD_TOP, {
-        "term": w, "limit": limits[w] + 1}) for w in pool), *(
-        run_cells(graph, OLD_MEMBERS, {"term": w}) for w in long))
-    members = dict(zip(long, found[len(pool):], strict=True))
-    tops = {w: postings_cache.as_top(rows, limits[w], postings_cache.as_members(members[w])
-                                     if w in members else None)
-            for w, rows in zip(pool, found[: len(pool)], strict=True)}
-    empty = postings_cache.as_top([], None)
-    return {w: (counts[w], None if counts[w] > common else tops.get(w, empty)) for w in words}
-
-
 class Reads:
-    """What the keyword signal reads (postings.run_cells, wrapped): rows with a score that
-    crossed the wire (first reads, deeper reads, probes), members (node ids only, as one
-    string), and the postings FalkorDB walked for them: every query that reads a term (its
-    count, first read, best postings, members or probes) walks every posting of it, its
-    document frequency (known once the question's terms are counted)."""
+    """What the keyword pool reads (postings.read_tops and postings.probe, wrapped): rows
+    with a score that crossed the wire (prefixes, probes), members (node ids only, as one
+    string), and the postings FalkorDB walked for them (a read, a member list or a probe of a
+    term walks every posting of it: its document frequency)."""
 
     def __init__(self) -> None:
-        self.rows, self.members, self.walks = 0, 0, []
-        self.plain = postings_cache.run_cells
+        self.rows, self.members, self.walked = 0, 0, 0
+        self.plain = postings_cache.read_tops, postings_cache.probe
 
     def __enter__(self) -> Reads:
-        from zapomni.shared.store import cypher_search as cs
+        read_tops, probe = self.plain
 
-        async def counted(graph, query, params=None):
-            found = await self.plain(graph, query, params)
-            if query == cs.KEYWORD_FIRST:
-                self.walks.append(params["term"])
-                self.rows += len(found[0][3])
-                self.members += len(found[0][2].split(",")) if found[0][2] else 0
-            elif query in (cs.KEYWORD_TOP, OLD_MEMBERS):
-                self.walks.append(params["term"])
-                self.rows += len(found) if query == cs.KEYWORD_TOP else 0
-                self.members += len(found[0][0].split(",")) if query == OLD_MEMBERS else 0
-            elif query == OLD_COUNT:
-                self.walks += params["terms"]
-            elif query == cs.KEYWORD_PROBE:
-                self.walks += [term for term, _ in params["probes"]]
-                self.rows += len(found)
+        async def counted_read(graph, limits, held=None):
+            found = await read_tops(graph, limits, held)
+            listed = [t for t in limits if t not in (held or {}) and limits[t] is not None]
+            self.rows += sum(len(top.scores) for top in found.values())
+            self.members += sum(len(found[t].members) for t in listed)
+            self.walked += self.df([*limits, *listed])
             return found
 
-        postings_cache.run_cells = counted
+        async def counted_probe(graph, tops, probes):
+            found = await probe(graph, tops, probes)
+            self.rows += sum(len(found[t].probed) - len(tops[t].probed) for t in probes)
+            self.walked += self.df(probes)
+            return found
+
+        postings_cache.read_tops, postings_cache.probe = counted_read, counted_probe
         return self
 
-    def walked(self) -> int:
-        """The postings walked so far (the walks' terms, by their counted frequencies)."""
-        return sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1]
-                   for t in self.walks)
+    @staticmethod
+    def df(terms) -> int:
+        return sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1] for t in terms)
 
     def __exit__(self, *exc) -> None:
-        postings_cache.run_cells = self.plain
+        postings_cache.read_tops, postings_cache.probe = self.plain
 
 
 async def variant(name: str, store, embedder, client, settings, queries, doc_of) -> dict:
@@ -247,12 +211,12 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
     with Reads() as reads:
         cold = []
         for query in queries:
-            before = reads.rows, reads.members, reads.walked()
+            before = reads.rows, reads.members, reads.walked
             times, _ = await ask(store, embedder, client, settings, [query], "hybrid")
             cold += times
             rows.append(reads.rows - before[0])
             members.append(reads.members - before[1])
-            walked.append(reads.walked() - before[2])
+            walked.append(reads.walked - before[2])
         warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
         warm_rows = reads.rows + reads.members - sum(rows) - sum(members)
     timed, keyword = await ask(store, embedder, client, settings, queries, "keyword")
@@ -358,18 +322,17 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
     del others, names, vectors, other_vectors, doc_vectors
     gc.collect()
     gc.freeze()  # the passages this process wrote are no garbage collector's work in a search
-    one_walk = postings_cache.read_first
-    for name, first, read_first in (
-            ("every posting read", postings_cache.EVERY, one_walk),
-            ("threshold, three walks (before)", postings_cache.FIRST_READ, three_walks),
-            ("threshold, one walk", postings_cache.FIRST_READ, one_walk)):
-        plain = postings_cache.FIRST_READ
-        postings_cache.FIRST_READ, postings_cache.read_first = first, read_first
+    for name, first, share in (
+            ("every posting read", postings_cache.EVERY, search.COMMON_TERM_SHARE),
+            ("best postings (threshold)", postings_cache.FIRST_READ, search.COMMON_TERM_SHARE),
+            ("threshold, every term chooses", postings_cache.FIRST_READ, 1.0)):
+        plain = postings_cache.FIRST_READ, search.COMMON_TERM_SHARE
+        postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = first, share
         try:
             report["variants"].append(await variant(name, store, embedder, client, settings,
                                                     queries, doc_of))
         finally:
-            postings_cache.FIRST_READ, postings_cache.read_first = plain, one_walk
+            postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = plain
     report["read_costs"] = await read_costs(graph, [q.text for q in queries])
     if args.profile:
         print("profile (threshold, the defaults), warm:", flush=True)
@@ -381,27 +344,20 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
 
 async def read_costs(graph, questions: list[str]) -> dict:
     """What reading a term costs per posting, for the terms of the questions with 2,000 to
-    20,000 postings (the long lists; fastest of 3 each): walking it (its count), its best
-    1,000 with scores, its members (the three first reads of a long pool term before
-    KEYWORD_FIRST), KEYWORD_FIRST (a pool term; a common term, counted only), and every
-    posting with its score."""
+    20,000 postings (the long lists; fastest of 3 each): walking it (counting), its best
+    1,000 with scores, its members, and every posting with its score."""
     from zapomni.services.query.keyword import terms
     from zapomni.shared.store import cypher_search
     from zapomni.shared.store.graphstore import run_cells
 
     words = sorted({w for q in questions for w in terms(q)})
-    counts = dict(await run_cells(graph, OLD_COUNT, {"terms": words}))
+    counts = dict(await run_cells(graph, cypher_search.KEYWORD_DF_ALL, {"terms": words}))
     long = sorted(w for w, n in counts.items() if 2_000 <= n <= 20_000)[:20]
-    every = postings_cache.EVERY
-    reads = {"count": (OLD_COUNT, lambda t: {"terms": [t]}),
+    reads = {"walk": (cypher_search.KEYWORD_DF_ALL, lambda t: {"terms": [t]}),
              "best 1,000": (cypher_search.KEYWORD_TOP, lambda t: {"term": t, "limit": 1001}),
-             "members": (OLD_MEMBERS, lambda t: {"term": t}),
-             "one walk": (cypher_search.KEYWORD_FIRST, lambda t: {
-                 "term": t, "limit": 1000, "common": every}),
-             "one walk, counted only": (cypher_search.KEYWORD_FIRST, lambda t: {
-                 "term": t, "limit": 1000, "common": 0}),
+             "members": (cypher_search.KEYWORD_MEMBERS, lambda t: {"term": t}),
              "every posting with its score": (cypher_search.KEYWORD_TOP, lambda t: {
-                 "term": t, "limit": every})}
+                 "term": t, "limit": postings_cache.EVERY})}
     out = {"terms": len(long), "postings": sum(counts[t] for t in long)}
     for name, (query, params) in reads.items():
         spent = 0.0
@@ -413,13 +369,8 @@ async def read_costs(graph, questions: list[str]) -> dict:
                 times.append(time.perf_counter() - started)
             spent += min(times)
         out[name] = round(spent / max(1, out["postings"]) * 1e6, 3)
-    three = out["count"] + out["best 1,000"] + out["members"]
-    out["one walk / three"] = round(out["one walk"] / three, 3)
-    out["counted only / count"] = round(out["one walk, counted only"] / out["count"], 3)
     print(f"  per posting (us), {out['terms']} terms of 2k-20k postings: " + ", ".join(
-        f"{name} {out[name]}" for name in reads) + f"; one walk / the three "
-        f"{out['one walk / three']}, counted only / count {out['counted only / count']}",
-        flush=True)
+        f"{name} {out[name]}" for name in reads), flush=True)
     return out
 
 

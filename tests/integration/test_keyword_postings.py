@@ -1,11 +1,9 @@
-"""The keyword pool chosen from each term's best postings (services/query/postings.py: a
-first read of the postings above a cut, in the walk that counts the term, then read best
-score first, as deep as the pool needs, with probes) is the exhaustive sum's, computed in
-FalkorDB over every posting, to the order and the terms matched (the scores to the 15 digits
-FalkorDB sends), whether the first reads came with the counts or not; the counts are
-FalkorDB's; the keyword ranking is the same however shallow the first read; a write or a
-delete is seen by the next search (the namespace's write stamp); the cache holds no more
-postings than its capacity."""
+"""The keyword pool chosen from each term's best postings (services/query/postings.py: read
+best score first, as deep as the pool needs, with probes) is the exhaustive sum's, computed
+in FalkorDB over every posting, to the order and the terms matched (the scores to the 15
+digits FalkorDB sends); the keyword ranking is
+the same however shallow the first read; a write or a delete is seen by the next search (the
+namespace's write stamp); the cache holds no more postings than its capacity."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ import pytest
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings
-from zapomni.services.query.frequencies import StampedCache
 from zapomni.services.query.keyword import idf
 from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
@@ -35,8 +32,6 @@ EXHAUSTIVE = (
     "YIELD node AS c, score WITH c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $over RETURN c.id, score, matched"
 )
-COUNTS = ("UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) "
-          "YIELD node AS c RETURN term, count(c)")
 
 
 async def keyword(front, query: str) -> list[tuple[str, str, float]]:
@@ -51,22 +46,18 @@ async def add(front, text: str) -> str:
 
 async def pools_agree(settings, over: int) -> None:
     """Each query's pool from the best postings, first read 2 deep (so read deeper and
-    probed), is FalkorDB's exhaustive sum's; the first reads of terms in more than
-    ``common`` chunks are not made with their counts (the pool makes them)."""
+    probed), is FalkorDB's exhaustive sum's."""
     store = GraphStore(settings)
     graph = store.graph("default")
     try:
         total = (await run(graph, cypher_search.COUNT_CHUNKS, read_only=True))[0][0]
-        for query, common in itertools.product(QUERIES, (5, postings.EVERY)):
+        for query in QUERIES:
             words = [w for w in query.split() if w not in ("at", "the", "over")]
-            df, read = await postings.first_reads(graph, "default", "now", words, common,
-                                                  StampedCache(100))
-            assert df == dict.fromkeys(words, 0) | dict(await run(graph, COUNTS, {
-                "terms": words}, read_only=True))
-            assert set(read) == {w for w in words if df[w] <= common}
+            df = dict(await run(graph, cypher_search.KEYWORD_DF_ALL, {"terms": words},
+                                read_only=True))
             weighted = [[w, idf(total, df[w])] for w in words if df.get(w)]
             postings.CACHE.clear()
-            chosen = await postings.keyword_pool(graph, "default", "now", weighted, over, read)
+            chosen = await postings.keyword_pool(graph, "default", "now", weighted, df, over)
             expected = await run_cells(graph, EXHAUSTIVE, {"weighted": weighted, "over": over})
             assert [[cid, matched] for cid, _, _, matched in chosen] == [
                 [cid, matched] for cid, _, matched in expected]
