@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import random
 import tempfile
 import time
@@ -27,6 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import redis
 from fastmcp import Client
 
 from tests.support.mcp import answer
@@ -55,12 +58,63 @@ class Texts:
         return self.docs.pop()
 
 
+ROLES = (("falkordb", "redis-server"), ("query", "zapomni.services.query"),
+         ("workers", "zapomni.workers"), ("front", "zapomni.services.mcp"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (all its threads) so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Meter:
+    """Where the CPU went and what FalkorDB ran, between two readings: each process of the
+    stack by role (from /proc), this bench process (the clients), and FalkorDB's own count of
+    graph queries (INFO commandstats)."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.db = redis.Redis(port=stack.ports["--falkordb-port"])
+
+    def roles(self) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = defaultdict(list)
+        parent = str(self.stack.process.pid)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if stat.read_text().rsplit(")", 1)[1].split()[1] != parent:
+                    continue
+                command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            role = next((r for r, mark in ROLES if mark in command), "other")
+            found[role].append(int(stat.parent.name))
+        return found
+
+    def reading(self) -> dict[str, float]:
+        cpu = {role: sum(map(cpu_seconds, pids)) for role, pids in self.roles().items()}
+        cpu["clients"] = sum(os.times()[:2])
+        stats = {k.lower(): v for k, v in self.db.info("commandstats").items()}
+        for command in ("graph.query", "graph.ro_query"):
+            cpu[command] = stats.get(f"cmdstat_{command}", {}).get("calls", 0)
+        return cpu
+
+    @staticmethod
+    def between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {k: round(after.get(k, 0) - before.get(k, 0), 2) for k in after}
+
+
 class Phase:
     def __init__(self, name: str) -> None:
         self.name = name
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, list[str]] = defaultdict(list)
         self.seconds = 0.0
+        self.used: dict[str, float] = {}  # CPU seconds by role, graph queries (Meter)
 
     def row(self, tool: str) -> dict:
         ms = np.array(self.latency[tool]) * 1000
@@ -70,40 +124,47 @@ class Phase:
                 "p99_ms": pct(99), "per_s": round(len(ms) / self.seconds, 1)}
 
 
-async def client_loop(url: str, phase: Phase, until: float, add_share: float,
+async def client_loop(client: Client, phase: Phase, until: float, add_share: float,
                       rng: random.Random, added: list[str], texts: Texts) -> None:
-    async with Client(url, timeout=60) as client:
-        while time.monotonic() < until:
-            if rng.random() < add_share:
-                tool = "add_memory"
-                args = {"text": texts.next_doc(), "namespace": texts.add_namespace}
-            else:
-                tool = "search_memory"
-                args = {"query": rng.choice(texts.claims), "limit": 10}
-            started = time.perf_counter()
-            try:
-                result = await client.call_tool(tool, args, raise_on_error=False)
-            except Exception as exc:  # transport failure: an error the client saw
-                phase.errors[tool].append(f"{type(exc).__name__}: {exc}"[:200])
-                continue
-            elapsed = time.perf_counter() - started
-            if result.is_error:
-                phase.errors[tool].append(result.content[0].text[:200])
-            else:
-                phase.latency[tool].append(elapsed)
-                if tool == "add_memory":
-                    added.append(result.structured_content["task_id"])
+    while time.monotonic() < until:
+        if rng.random() < add_share:
+            tool = "add_memory"
+            args = {"text": texts.next_doc(), "namespace": texts.add_namespace}
+        else:
+            tool = "search_memory"
+            args = {"query": rng.choice(texts.claims), "limit": 10}
+        started = time.perf_counter()
+        try:
+            result = await client.call_tool(tool, args, raise_on_error=False)
+        except Exception as exc:  # transport failure: an error the client saw
+            phase.errors[tool].append(f"{type(exc).__name__}: {exc}"[:200])
+            continue
+        elapsed = time.perf_counter() - started
+        if result.is_error:
+            phase.errors[tool].append(result.content[0].text[:200])
+        else:
+            phase.latency[tool].append(elapsed)
+            if tool == "add_memory":
+                added.append(result.structured_content["task_id"])
 
 
 async def run_phase(url: str, name: str, clients: int, seconds: float, add_share: float,
-                    seed: int, added: list[str], texts: Texts) -> Phase:
+                    seed: int, added: list[str], texts: Texts, meter: Meter | None = None
+                    ) -> Phase:
+    """Every client connects (its MCP session opened) before the phase's clock starts: the
+    phase measures calls, not 50 sessions opening at once."""
     phase = Phase(name)
-    until = time.monotonic() + seconds
-    started = time.monotonic()
-    await asyncio.gather(*(client_loop(url, phase, until, add_share,
-                                       random.Random(seed * 1000 + i), added, texts)
-                           for i in range(clients)))
-    phase.seconds = time.monotonic() - started
+    async with contextlib.AsyncExitStack() as opened:
+        sessions = await asyncio.gather(*(opened.enter_async_context(Client(url, timeout=60))
+                                          for _ in range(clients)))
+        started = time.monotonic()
+        before = meter.reading() if meter else {}
+        await asyncio.gather(*(client_loop(client, phase, started + seconds, add_share,
+                                           random.Random(seed * 1000 + i), added, texts)
+                               for i, client in enumerate(sessions)))
+        phase.seconds = time.monotonic() - started
+        if meter:
+            phase.used = Meter.between(before, meter.reading())
     return phase
 
 
@@ -138,11 +199,18 @@ async def wait_idle(url: str) -> None:
             await asyncio.sleep(1)
 
 
+async def chunks(url: str) -> dict[str, int]:
+    async with Client(url, timeout=60) as client:
+        stats = await answer(client, "get_stats", {})
+    return {"chunks": stats["chunks"], "entities": stats["entities"]}
+
+
 async def main_async(args: argparse.Namespace) -> dict:
     texts = Texts(args.seed)
     with tempfile.TemporaryDirectory(prefix="zapomni-load-") as data:
         stack = Stack(Path(data))
         stack.start(workers=2)
+        meter = Meter(stack)
         try:
             warm: list[str] = []
             # something to find, and every process warmed up, before measuring
@@ -150,29 +218,41 @@ async def main_async(args: argparse.Namespace) -> dict:
             await wait_searchable(stack.url, warm)
             await wait_idle(stack.url)
             single = await run_phase(stack.url, "one client", 1, 10, 0.0, args.seed + 3, [],
-                                     texts)
+                                     texts, meter)
             idle = await run_phase(stack.url, "idle", args.clients, args.seconds / 4, 0.0,
-                                   args.seed + 2, [], texts)
+                                   args.seed + 2, [], texts, meter)
             added: list[str] = []
             texts.add_namespace = args.add_namespace
+            stored = await chunks(stack.url)
             busy = await run_phase(stack.url, "mixed", args.clients, args.seconds,
-                                   args.add_share, args.seed, added, texts)
+                                   args.add_share, args.seed, added, texts, meter)
+            grown = Meter.between(stored, await chunks(stack.url))
             after = await wait_searchable(stack.url, added)
             await wait_idle(stack.url)
             settled = await run_phase(stack.url, "idle after", args.clients, args.seconds / 4,
-                                      0.0, args.seed + 4, [], texts)
+                                      0.0, args.seed + 4, [], texts, meter)
         finally:
             stack.stop()
+    phases = (single, idle, busy, settled)
     rows = [single.row("search_memory"), idle.row("search_memory"), busy.row("add_memory"),
             busy.row("search_memory"), settled.row("search_memory")]
     # the corpus grows during the mixed phase: compare with the idle phases before and after
     ratio = {"before": round(rows[3]["p95_ms"] / rows[1]["p95_ms"], 2),
              "after": round(rows[3]["p95_ms"] / rows[4]["p95_ms"], 2)}
-    errors = {f"{p.name}:{tool}": e[:5] for p in (single, idle, busy, settled)
+    errors = {f"{p.name}:{tool}": e[:5] for p in phases
               for tool, e in p.errors.items() if e}
+    # what the workers got done while the clients searched: the ingest rate a user sees
+    ingest = {k: round(v / busy.seconds, 1) for k, v in grown.items()}
+    searches = {p.name: max(1, len(p.latency["search_memory"])) for p in phases}
     return {"clients": args.clients, "seconds": args.seconds, "add_share": args.add_share,
             "add_namespace": args.add_namespace,
             "rows": rows, "search_p95_busy_over_idle": ratio,
+            "busy_per_s": ingest,
+            "cpu_s": {p.name: p.used for p in phases},
+            # CPU ms by role and FalkorDB queries, per search answered
+            "per_search": {p.name: {k: round((1 if k.startswith("graph") else 1000) * v
+                                             / searches[p.name], 2)
+                                    for k, v in p.used.items()} for p in phases},
             "accepted_adds": len(added), "after": after, "error_examples": errors}
 
 
@@ -191,7 +271,8 @@ def main() -> None:
     print(" | ".join(header))
     for row in result["rows"]:
         print(" | ".join(str(row[h]) for h in header))
-    for key in ("search_p95_busy_over_idle", "accepted_adds", "after", "error_examples"):
+    for key in ("search_p95_busy_over_idle", "busy_per_s", "cpu_s", "per_search",
+                "accepted_adds", "after", "error_examples"):
         print(f"{key}: {result[key]}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "load.json").write_text(json.dumps(result, indent=2))
