@@ -31,8 +31,10 @@ from zapomni.shared.text.chunking import Chunker, chunker_for
 from zapomni.workers.extract import NICE, EntityModel
 
 log = logging.getLogger(__name__)
-# CPU priority of a worker process below the query service and the front: reads first
-# (docs/reliability.md, "Load")
+# CPU priority of a worker process below the query service and the front: reads first.
+# 50 clients searching while abstracts are added (./dev bench load, 2026-11-27): searches a
+# second 11.9 at nice 0 -> 20.7 at 10 (25.3 idle), chunks written a second meanwhile 9.6 ->
+# 5.7; at 19 ingest starved (0.4 chunks a second). docs/reliability.md, "Load"
 WORKER_NICE = 10
 
 # The one test hook of the product code: a test gives make_worker(test_hook=...) a coroutine
