@@ -50,6 +50,7 @@ from zapomni.workers.resources import (
     close_models,
     close_resources,
     open_resources,
+    reads_first,
     resources,
 )
 from zapomni.workers.sweep import SWEEP, sweep_memories
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ModelMissing, checksums.ModelMismatch) as exc:
         raise SystemExit(f"zapomni-worker: {exc}") from None
     configure_logging("worker", settings.log_level)
+    reads_first()
     serve_metrics(settings)
     worker = make_worker(settings, burst=args.burst)
     stop_surely(worker)

@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 
 from zapomni.shared.settings import ENV_PREFIX, Settings
+from zapomni.workers.resources import WORKER_NICE
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -25,6 +26,11 @@ def test_every_role_runs_a_console_script_of_this_package():
 def test_workers_scale():
     worker = SERVICES["worker"]
     assert "container_name" not in worker and "ports" not in worker
+
+
+def test_workers_weigh_on_the_cpu_as_their_nice_does_under_zapomni_up():
+    # the kernel's CPU weight of a nice value: 1024 at 0, 1.25 times less a step
+    assert SERVICES["worker"]["cpu_shares"] == round(1024 / 1.25 ** WORKER_NICE)
 
 
 def test_dependencies_wait_for_health():
