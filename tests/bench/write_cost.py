@@ -1,0 +1,397 @@
+"""FalkorDB's CPU per chunk written as a namespace grows, and where it goes.
+
+    ./dev bench write_cost [--sizes 10000 100000 300000] [--probe 384] [--rounds 2]
+                           [--writers 2] [--perf] [--delta 10000 100000]
+
+One FalkorDB server (no persistence: this measures the graph, not the AOF), one namespace
+with the product's indexes, filled to each size with the workers' own store functions
+(write_memory, write_chunks, link_chunks, mark_ready; memories of 24 chunks, ``--writers``
+at once), not through the queue. A chunk is 4 real passages joined by blank lines, its
+vector the normalised sum of theirs (real MiniLM vectors of ``TABLE`` passages, embedded
+once and cached: tests/support/vectors.py), as the curve's chunks were (docs/benchmarks.md
+"The curve to 1M chunks").
+
+- **Fill**: the server's CPU (utime + stime of every thread, /proc) per chunk written, in
+  windows of ``WINDOW`` chunks on the way up: the product's whole write, at that size.
+- **Probes** at each size: memories of 32 chunks written one statement at a time in variants
+  of the product's chunk statement (``VARIANTS``), ``--probe`` chunks a variant a round,
+  variants interleaved, ``--rounds`` rounds; each variant's probes deleted before the next.
+  Per variant: the server's CPU per chunk and FalkorDB's own "internal execution time" of
+  the chunk statement per chunk. The differences attribute the cost: the HNSW insert (vector
+  written, indexed or not), the full-text postings (text indexed or not), the HAS_CHUNK
+  edge, MERGE against CREATE, the rest.
+- ``--delta``: the product variant again under each DELTA_MAX_PENDING_CHANGES (GRAPH.CONFIG
+  SET at run time; FalkorDB's default 10000): a flush of pending matrix changes costs with
+  the matrix.
+- ``--perf``: ``perf record`` of the server during the last ``PERF_WINDOW`` fill chunks
+  before each size; samples grouped by what they run (the Cypher parser, HNSW, full-text,
+  GraphBLAS, Redis, kernel, libc) with the top symbols.
+
+Prints a table; writes tests/bench/results/write_cost.json. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import redis.asyncio
+
+from tests.bench.scaling import TABLE, cpu_seconds
+from tests.support.vectors import embedded, passages
+from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
+from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
+from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_memories, cypher_schema
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import prepare_namespace
+from zapomni.workers.store import chunk_rows, link_chunks, mark_ready, write_chunks, write_memory
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "bench" / "results"
+DOC_CHUNKS = 24  # chunks a filled memory (the curve's documents: ~24)
+PROBE_CHUNKS = 32  # chunks a probe memory (a part)
+PASSAGES = 4  # passages a chunk (256 tokens of these sentences)
+WINDOW = 5000  # fill chunks a CPU sample
+PERF_WINDOW = 3000
+MERGE = cypher_memories.MERGE_CHUNKS
+OPS = {MERGE: "chunks", cypher_memories.MERGE_MEMORY: "memory", cypher_memories.LINK_CHUNKS:
+       "link", cypher_memories.MARK_READY: "ready", cypher_schema.STAMP_WRITES: "stamp"}
+
+
+def variant(old: str, new: str) -> str:
+    if old not in MERGE:
+        raise AssertionError(f"the chunk statement no longer holds {old!r}")
+    return MERGE.replace(old, new)
+
+
+VECTOR, TEXT = ", c.embedding = vecf32(r.vec)", "c.text = r.text, "
+# name: (chunk statement, rows carry the vector); "product" is the workers' whole sequence
+VARIANTS = {
+    "product": (None, True),
+    "chunk statement": (MERGE, True),
+    "vector not indexed": (variant(VECTOR, ", c.unindexed = vecf32(r.vec)"), True),
+    "no vector": (variant(VECTOR, ""), False),
+    "text not indexed": (variant(TEXT, "c.body = r.text, "), True),
+    "no edge": (variant("MERGE (m)-[:HAS_CHUNK]->(c)\n", ""), True),
+    "CREATE": (variant("MERGE (c:Chunk {id: r.id})", "CREATE (c:Chunk {id: r.id})"), True),
+    "id and edge only": ("MATCH (m:Memory {id: $memory_id})\nUNWIND $rows AS r\n"
+                         "MERGE (c:Chunk {id: r.id}) SET c.memory_id = $memory_id\n"
+                         "MERGE (m)-[:HAS_CHUNK]->(c)\n", False),
+}
+
+
+class Timed:
+    """A graph whose write queries add FalkorDB's internal execution time by statement."""
+
+    def __init__(self, graph) -> None:
+        self.graph, self.ms = graph, {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.graph, name)
+
+    async def query(self, query: str, params: dict | None = None, **kw):
+        result = await self.graph.query(query, params, **kw)
+        op = OPS.get(query, "chunks" if "UNWIND $rows" in query else "other")
+        self.ms[op] = self.ms.get(op, 0.0) + result.run_time_ms
+        return result
+
+
+class Chunks:
+    """Chunks made of real passages: text and vector of each, drawn at random (seeded)."""
+
+    def __init__(self, real: int) -> None:
+        self.texts = passages(real)
+        self.vectors = embedded(self.texts)
+        self.rng = np.random.default_rng(7)
+
+    def make(self, count: int) -> tuple[list[ChunkSpan], np.ndarray]:
+        picks = [self.rng.choice(len(self.texts), PASSAGES, replace=False) for _ in range(count)]
+        spans, at = [], 0
+        for idx, pick in enumerate(picks):
+            text = "\n\n".join(self.texts[i] for i in pick)
+            spans.append(ChunkSpan(idx=idx, text=text, char_start=at, char_end=at + len(text),
+                                   tokens=len(text.split())))
+            at += len(text) + 2
+        vectors = np.vstack([self.vectors[p].sum(axis=0) for p in picks])
+        return spans, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def job(memory: str, spans: list[ChunkSpan]) -> IngestJob:
+    return IngestJob(task_id=memory, memory_id=memory, namespace="default",
+                     text="\n\n".join(s.text for s in spans), content_hash=memory,
+                     created_at=time.time())
+
+
+async def write_doc(graph, memory: str, spans: list[ChunkSpan], vectors: np.ndarray) -> None:
+    """One memory as an ingest job of one part writes it."""
+    await write_memory(graph, job(memory, spans), len(spans))
+    await write_chunks(graph, memory, spans, vectors)
+    await link_chunks(graph, memory, len(spans))
+    await mark_ready(graph, memory, memory)
+
+
+class Filler:
+    def __init__(self, graph, chunks: Chunks, pid: int, writers: int) -> None:
+        self.graph, self.chunks, self.pid, self.writers = graph, chunks, pid, writers
+        self.have, self.docs, self.windows = 0, 0, []
+
+    async def to(self, target: int) -> None:
+        """Memories written until ``target`` chunks; a CPU sample every WINDOW chunks."""
+        while self.have < target:
+            step = min(WINDOW - self.have % WINDOW, target - self.have)
+            cpu, started, first = cpu_seconds(self.pid), time.perf_counter(), self.have
+            await self.write(step)
+            seconds, used = time.perf_counter() - started, cpu_seconds(self.pid) - cpu
+            self.windows.append({"from": first, "to": self.have,
+                                 "cpu_ms_per_chunk": round(used * 1000 / (self.have - first), 3),
+                                 "chunks_per_s": round((self.have - first) / seconds, 1)})
+            print(f"  fill {first:,} -> {self.have:,}: {self.windows[-1]}", flush=True)
+
+    async def write(self, count: int) -> None:
+        end = self.have + count
+        while self.have < end:
+            sizes = [min(DOC_CHUNKS, end - self.have - DOC_CHUNKS * i)
+                     for i in range(self.writers)]
+            docs = [(f"fill-{self.docs + i}", *self.chunks.make(n))
+                    for i, n in enumerate(sizes) if n > 0]
+            await asyncio.gather(*(write_doc(self.graph, *doc) for doc in docs))
+            self.docs += len(docs)
+            self.have += sum(len(doc[1]) for doc in docs)
+
+
+async def probe(graph, chunks: Chunks, pid: int, name: str, count: int, tag: str) -> dict:
+    """``count`` chunks written in memories of PROBE_CHUNKS by the variant ``name``, one
+    statement at a time; then deleted. CPU and internal ms per chunk of the chunk statement."""
+    statement, with_vector = VARIANTS[name]
+    timed = Timed(graph)
+    docs = [(f"probe-{tag}-{i}", *chunks.make(PROBE_CHUNKS)) for i in range(count // PROBE_CHUNKS)]
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    for memory, spans, vectors in docs:
+        if statement is None:
+            await write_doc(timed, memory, spans, vectors)
+            continue
+        await write_memory(timed, job(memory, spans), len(spans))
+        rows = chunk_rows(memory, spans, vectors)
+        if not with_vector:
+            rows = [{k: v for k, v in row.items() if k != "vec"} for row in rows]
+        await timed.query(statement, {"memory_id": memory, "rows": rows})
+    used, seconds = cpu_seconds(pid) - cpu, time.perf_counter() - started
+    for memory, _, _ in docs:
+        await graph.query(cypher_memories.DELETE_CHUNKS, {"id": memory, "batch": 1000})
+        await graph.query(cypher_memories.DELETE_MEMORY, {"id": memory})
+    written = len(docs) * PROBE_CHUNKS
+    return {"cpu_s": used, "wall_s": seconds, "chunks": written,
+            **{f"{op}_ms": ms for op, ms in timed.ms.items()}}
+
+
+async def probes(graph, client, chunks: Chunks, pid: int, args: argparse.Namespace) -> dict:
+    """Every variant ``--rounds`` times, interleaved; then the product under each ``--delta``."""
+    runs = [(name, None) for name in VARIANTS] * args.rounds
+    runs += [("product", delta) for delta in args.delta] * args.rounds
+    totals: dict[str, dict] = {}
+    for i, (name, delta) in enumerate(runs):
+        key = name if delta is None else f"product, DELTA_MAX_PENDING_CHANGES {delta}"
+        if delta is not None:
+            await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES", delta)
+        one = await probe(graph, chunks, pid, name, args.probe, str(i))
+        if delta is not None:
+            await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES",
+                                         10000)
+        total = totals.setdefault(key, {})
+        for k, v in one.items():
+            total[k] = total.get(k, 0) + v
+    return {key: per_chunk(t) for key, t in totals.items()}
+
+
+def per_chunk(total: dict) -> dict:
+    n = total["chunks"]
+    out = {"chunks": n, "cpu_ms": round(total["cpu_s"] * 1000 / n, 3),
+           "chunks_per_s": round(n / total["wall_s"], 1)}
+    for key, ms in total.items():
+        if key.endswith("_ms"):
+            out[f"internal_{key}"] = round(ms / n, 3)
+    out["internal_ms"] = round(sum(v for k, v in total.items() if k.endswith("_ms")) / n, 3)
+    return out
+
+
+# ---- perf: what the server runs, by symbol, grouped ----
+GROUPS = (  # first match wins; a symbol of the module without a name takes its nearest
+    ("HNSW insert", re.compile(r"HNSW|hnsw|FP32_|VecSim|vecsim|Visited|float, unsigned int")),
+    ("Cypher parser", re.compile(r"^cypher_|^yy|libcypher")),
+    ("full-text index", re.compile(r"Indexer|InvertedIndex|ForwardIndex|Tokeniz|[Ss]temmer|"
+                                   r"sb_|Trie|DocTable|IndexSpec|RediSearch|RSIndex|Document_|"
+                                   r"RS_|Buffer_|IndexBlock|encode|Varint|nu_|Synonym")),
+    ("GraphBLAS / matrices", re.compile(r"^GB_|^GrB_|^GxB_|Delta_Matrix|Tensor|^_Graph|Graph_")),
+)
+LINE = re.compile(r"^\s+([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.+?)(?:\s+-\s+-)?\s*$")
+
+
+def module_symbols(module: Path) -> tuple[list[int], list[str]]:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(module)], capture_output=True,
+                         text=True, check=True).stdout
+    rows = sorted((int(p[0], 16), p[2]) for p in (line.split() for line in out.splitlines())
+                  if len(p) == 3)
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def group(dso: str, symbol: str, table: tuple[list[int], list[str]]) -> tuple[str, str]:
+    if dso == "falkordb.so" and symbol.startswith("0x"):
+        at = bisect.bisect_right(table[0], int(symbol, 16)) - 1
+        symbol = f"{table[1][at]}+" if at >= 0 else symbol
+    if dso == "[kernel.kallsyms]":
+        return "kernel", symbol
+    if dso.startswith("redis-server"):
+        return "Redis", symbol
+    if dso.startswith("libc"):
+        return f"libc ({'strcmp' if 'strcmp' in symbol else 'other'})", symbol
+    name = next((g for g, pattern in GROUPS if pattern.search(symbol)), "other FalkorDB")
+    return name, symbol
+
+
+def perf_report(path: Path, table) -> dict:
+    out = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "--no-children",
+                          "--sort", "dso,symbol"], capture_output=True, text=True).stdout
+    groups: dict[str, float] = {}
+    symbols: dict[str, float] = {}
+    for line in out.splitlines():
+        if match := LINE.match(line):
+            share, dso, symbol = float(match[1]), match[2], match[4]
+            name, symbol = group(dso, symbol, table)
+            groups[name] = groups.get(name, 0.0) + share
+            symbols[symbol] = symbols.get(symbol, 0.0) + share
+    top = sorted(symbols.items(), key=lambda kv: -kv[1])[:15]
+    return {"groups": {k: round(v, 1) for k, v in sorted(groups.items(), key=lambda kv: -kv[1])},
+            "top": {k: round(v, 1) for k, v in top}}
+
+
+class Perf:
+    def __init__(self, pid: int, path: Path) -> None:
+        self.path = path
+        self.process = subprocess.Popen(["perf", "record", "-F", "499", "-p", str(pid),
+                                         "-o", str(path)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # perf attaches
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(30)
+
+
+# ---- the run ----
+
+async def run(url: str, pid: int, module: Path, work: Path, args) -> tuple[list, list]:
+    settings = Settings.from_env(environ={}, falkordb_url=url, redis_url=f"{url}/0")
+    store = GraphStore(settings)
+    client = redis.asyncio.Redis.from_url(url)
+    await prepare_namespace(store, "default", "bench", 384)
+    graph = store.graph("default")
+    chunks = Chunks(args.real)
+    filler = Filler(graph, chunks, pid, args.writers)
+    table = module_symbols(module) if args.perf else None
+    rows = []
+    try:
+        for size in sorted(args.sizes):
+            row: dict = {"size": size}
+            if args.perf:
+                await filler.to(max(0, size - PERF_WINDOW))
+                recorder = Perf(pid, work / f"perf-{size}.data")
+                cpu, first = cpu_seconds(pid), filler.have
+                await filler.to(size)
+                recorder.stop()
+                row["perf"] = perf_report(recorder.path, table)
+                row["perf"]["cpu_ms_per_chunk"] = round(
+                    (cpu_seconds(pid) - cpu) * 1000 / (filler.have - first), 3)
+            await filler.to(size)
+            row["fill_window"] = filler.windows[-1]
+            row["probes"] = await probes(graph, client, chunks, pid, args)
+            row["rss_mb"] = round(rss_kb(pid) / 1024, 1)
+            row["loadavg"] = os.getloadavg()
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    finally:
+        await client.aclose()
+        await store.aclose()
+    return rows, filler.windows
+
+
+def rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+
+
+ATTRIBUTION = (  # (what, minuend, subtrahend) of the probes' per-chunk costs
+    ("HNSW insert", "chunk statement", "vector not indexed"),
+    ("vector sent and stored", "vector not indexed", "no vector"),
+    ("full-text postings", "chunk statement", "text not indexed"),
+    ("HAS_CHUNK edge", "chunk statement", "no edge"),
+    ("MERGE against CREATE", "chunk statement", "CREATE"),
+    ("memory, stamp, links, ready", "product", "chunk statement"),
+)
+
+
+def report(rows: list[dict]) -> str:
+    sizes = [r["size"] for r in rows]
+    head = " | ".join(f"{s:,}" for s in sizes)
+    lines = [f"| server CPU ms per chunk (FalkorDB internal ms) | {head} |",
+             "|---|" + "---|" * len(sizes)]
+    for key in rows[0]["probes"]:
+        cells = [f"{r['probes'][key]['cpu_ms']} ({r['probes'][key]['internal_ms']})"
+                 for r in rows]
+        lines.append(f"| {key} | {' | '.join(cells)} |")
+    for what, a, b in ATTRIBUTION:
+        cells = [f"{round(r['probes'][a]['cpu_ms'] - r['probes'][b]['cpu_ms'], 3)} "
+                 f"({round(r['probes'][a]['internal_ms'] - r['probes'][b]['internal_ms'], 3)})"
+                 for r in rows]
+        lines.append(f"| = {what} | {' | '.join(cells)} |")
+    lines.append(f"| fill, product, last window | "
+                 f"{' | '.join(str(r['fill_window']['cpu_ms_per_chunk']) for r in rows)} |")
+    if "perf" in rows[0]:
+        names = sorted({g for r in rows for g in r["perf"]["groups"]})
+        for name in names:
+            cells = [f"{r['perf']['groups'].get(name, 0.0)}%" for r in rows]
+            lines.append(f"| perf: {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 300_000])
+    parser.add_argument("--probe", type=int, default=384, help="chunks a variant a round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--writers", type=int, default=2, help="fill writers at once")
+    parser.add_argument("--delta", type=int, nargs="*", default=[],
+                        help="DELTA_MAX_PENDING_CHANGES values to probe the product under")
+    parser.add_argument("--perf", action="store_true", help="perf record the fill")
+    parser.add_argument("--real", type=int, default=TABLE, help="real passages embedded")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()}", flush=True)
+    binaries = ensure_binaries()
+    with tempfile.TemporaryDirectory(prefix="zapomni-write-cost-") as tmp:
+        port = free_port()
+        process = start_server(binaries, port, Path(tmp), persistent=False)
+        try:
+            rows, windows = await run(f"redis://127.0.0.1:{port}", process.pid, binaries[1],
+                                      Path(tmp), args)
+        finally:
+            stop_process(process)
+    print(report(rows))
+    print(f"load average {os.getloadavg()}", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "write_cost.json").write_text(json.dumps({"rows": rows, "fill": windows},
+                                                        indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
