@@ -85,6 +85,12 @@ VARIANTS = {
     "text not indexed": (variant(TEXT, "c.body = r.text, "), True),
     "no edge": (variant("MERGE (m)-[:HAS_CHUNK]->(c)\n", ""), True),
     "CREATE": (variant("MERGE (c:Chunk {id: r.id})", "CREATE (c:Chunk {id: r.id})"), True),
+    "CREATE with every property": (
+        "MATCH (m:Memory {id: $memory_id})\nUNWIND $rows AS r\n"
+        "CREATE (c:Chunk {id: r.id, memory_id: $memory_id, idx: r.idx, text: r.text, "
+        "char_start: r.char_start, char_end: r.char_end, tokens: r.tokens, words: r.words, "
+        "start_line: r.start_line, end_line: r.end_line, embedding: vecf32(r.vec)})\n"
+        "MERGE (m)-[:HAS_CHUNK]->(c)\n", True),
     "id and edge only": ("MATCH (m:Memory {id: $memory_id})\nUNWIND $rows AS r\n"
                          "MERGE (c:Chunk {id: r.id}) SET c.memory_id = $memory_id\n"
                          "MERGE (m)-[:HAS_CHUNK]->(c)\n", False),
@@ -336,6 +342,7 @@ ATTRIBUTION = (  # (what, minuend, subtrahend) of the probes' per-chunk costs
     ("full-text postings", "chunk statement", "text not indexed"),
     ("HAS_CHUNK edge", "chunk statement", "no edge"),
     ("MERGE against CREATE", "chunk statement", "CREATE"),
+    ("SET after CREATE", "CREATE", "CREATE with every property"),
     ("memory, stamp, links, ready", "product", "chunk statement"),
 )
 
