@@ -296,44 +296,67 @@ class Perf:
 
 # ---- the run ----
 
-async def run(url: str, pid: int, module: Path, work: Path, args) -> tuple[list, list]:
-    settings = Settings.from_env(environ={}, falkordb_url=url, redis_url=f"{url}/0")
-    store = GraphStore(settings)
-    client = redis.asyncio.Redis.from_url(url)
-    await prepare_namespace(store, "default", "bench", 384)
-    graph = store.graph("default")
-    chunks = Chunks(args.real)
-    filler = Filler(graph, chunks, pid, args.writers)
+class Arm:
+    """One server (``env``: what its process runs with), its namespace and its filler."""
+
+    def __init__(self, name: str, env: dict[str, str], binaries, work: Path, args) -> None:
+        self.name, self.work, self.args = name, work / name, args
+        port = free_port()
+        self.process = start_server(binaries, port, self.work, persistent=False,
+                                    env={**os.environ, **env})
+        self.pid = self.process.pid
+        url = f"redis://127.0.0.1:{port}"
+        self.store = GraphStore(Settings.from_env(environ={}, falkordb_url=url,
+                                                  redis_url=f"{url}/0"))
+        self.client = redis.asyncio.Redis.from_url(url)
+        self.graph = self.store.graph("default")
+        self.chunks = Chunks(args.real)  # the same chunks in every arm (one seed)
+        self.filler = Filler(self.graph, self.chunks, self.pid, args.writers)
+
+    async def measure(self, size: int, table) -> dict:
+        row: dict = {"arm": self.name, "size": size}
+        if table is not None:
+            recorder = Perf(self.pid, self.work / f"perf-{size}.data")
+            cpu, first = cpu_seconds(self.pid), self.filler.have
+            await self.filler.to(size)
+            recorder.stop()
+            row["perf"] = perf_report(recorder.path, table)
+            row["perf"]["cpu_ms_per_chunk"] = round(
+                (cpu_seconds(self.pid) - cpu) * 1000 / (self.filler.have - first), 3)
+        row["fill_window"] = self.filler.windows[-1]
+        row["probes"] = await probes(self.graph, self.client, self.chunks, self.pid, self.args)
+        row["rss_mb"] = round(rss_kb(self.pid) / 1024, 1)
+        row["huge_pages_mb"] = round(rss_kb(self.pid, "AnonHugePages:", "smaps_rollup") / 1024, 1)
+        row["loadavg"] = os.getloadavg()
+        print(json.dumps(row), flush=True)
+        return row
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.store.aclose()
+        stop_process(self.process)
+
+
+async def run(arms: list[Arm], module: Path, args) -> list[dict]:
+    """Every arm filled a window at a time in turn (so each meets the host's load alike),
+    and measured at each size in turn."""
     table = module_symbols(module) if args.perf else None
+    for arm in arms:
+        await prepare_namespace(arm.store, "default", "bench", 384)
     rows = []
-    try:
-        for size in sorted(args.sizes):
-            row: dict = {"size": size}
-            if args.perf:
-                await filler.to(max(0, size - PERF_WINDOW))
-                recorder = Perf(pid, work / f"perf-{size}.data")
-                cpu, first = cpu_seconds(pid), filler.have
-                await filler.to(size)
-                recorder.stop()
-                row["perf"] = perf_report(recorder.path, table)
-                row["perf"]["cpu_ms_per_chunk"] = round(
-                    (cpu_seconds(pid) - cpu) * 1000 / (filler.have - first), 3)
-            await filler.to(size)
-            row["fill_window"] = filler.windows[-1]
-            row["probes"] = await probes(graph, client, chunks, pid, args)
-            row["rss_mb"] = round(rss_kb(pid) / 1024, 1)
-            row["loadavg"] = os.getloadavg()
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    finally:
-        await client.aclose()
-        await store.aclose()
-    return rows, filler.windows
+    for size in sorted(args.sizes):
+        before = max(0, size - PERF_WINDOW) if args.perf else size
+        while any(arm.filler.have < before for arm in arms):
+            for arm in arms:
+                await arm.filler.to(min(before, arm.filler.have + WINDOW))
+        for arm in arms:
+            rows.append(await arm.measure(size, table))
+    return rows
 
 
-def rss_kb(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+def rss_kb(pid: int, field: str = "VmRSS:", name: str = "status") -> int:
+    status = Path(f"/proc/{pid}/{name}").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith(field))
 
 
 ATTRIBUTION = (  # (what, minuend, subtrahend) of the probes' per-chunk costs
@@ -349,7 +372,8 @@ ATTRIBUTION = (  # (what, minuend, subtrahend) of the probes' per-chunk costs
 
 def report(rows: list[dict]) -> str:
     sizes = [r["size"] for r in rows]
-    head = " | ".join(f"{s:,}" for s in sizes)
+    several = len({r["arm"] for r in rows}) > 1
+    head = " | ".join(f"{r['arm'] + ' ' if several else ''}{r['size']:,}" for r in rows)
     lines = [f"| server CPU ms per chunk (FalkorDB internal ms) | {head} |",
              "|---|" + "---|" * len(sizes)]
     for key in rows[0]["probes"]:
@@ -382,22 +406,27 @@ async def main() -> None:
                         help="DELTA_MAX_PENDING_CHANGES values to probe the product under")
     parser.add_argument("--perf", action="store_true", help="perf record the fill")
     parser.add_argument("--real", type=int, default=TABLE, help="real passages embedded")
+    parser.add_argument("--arms", nargs="+", default=["default:"],
+                        help="servers side by side, NAME:ENV=VALUE,... each")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}", flush=True)
     binaries = ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="zapomni-write-cost-") as tmp:
-        port = free_port()
-        process = start_server(binaries, port, Path(tmp), persistent=False)
+        arms = []
         try:
-            rows, windows = await run(f"redis://127.0.0.1:{port}", process.pid, binaries[1],
-                                      Path(tmp), args)
+            for spec in args.arms:
+                name, _, env = spec.partition(":")
+                arms.append(Arm(name, dict(e.split("=", 1) for e in env.split(",") if e),
+                                binaries, Path(tmp), args))
+            rows = await run(arms, binaries[1], args)
         finally:
-            stop_process(process)
+            for arm in arms:
+                await arm.aclose()
     print(report(rows))
     print(f"load average {os.getloadavg()}", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "write_cost.json").write_text(json.dumps({"rows": rows, "fill": windows},
-                                                        indent=2))
+    (RESULTS / "write_cost.json").write_text(json.dumps(
+        {"rows": rows, "fill": {arm.name: arm.filler.windows for arm in arms}}, indent=2))
 
 
 if __name__ == "__main__":
