@@ -52,7 +52,7 @@ from tests.support.vectors import embedded, passages
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_memories, cypher_schema
+from zapomni.shared.store import cypher_graph, cypher_memories, cypher_schema
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import chunk_rows, link_chunks, mark_ready, write_chunks, write_memory
@@ -67,6 +67,18 @@ PERF_WINDOW = 3000
 MERGE = cypher_memories.MERGE_CHUNKS
 OPS = {MERGE: "chunks", cypher_memories.MERGE_MEMORY: "memory", cypher_memories.LINK_CHUNKS:
        "link", cypher_memories.MARK_READY: "ready", cypher_schema.STAMP_WRITES: "stamp"}
+
+
+# what a graph build sets on each chunk it read (the head of cypher_graph.REPLACE_CONTRIBUTIONS):
+# FalkorDB indexes a node again, every field, whenever any property of it is set
+# (4.22's GraphHub_UpdateEntityProperties -> GraphContext_AddNodeToIndices)
+MARKS = """UNWIND $chunks AS r
+MATCH (c:Chunk {id: r.id})
+WITH c, r, coalesce(c.pairs, []) AS old
+SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
+"""
+if MARKS not in cypher_graph.REPLACE_CONTRIBUTIONS:
+    raise AssertionError("the graph build no longer marks chunks as MARKS does")
 
 
 def variant(old: str, new: str) -> str:
@@ -91,6 +103,7 @@ VARIANTS = {
         "char_start: r.char_start, char_end: r.char_end, tokens: r.tokens, words: r.words, "
         "start_line: r.start_line, end_line: r.end_line, embedding: vecf32(r.vec)})\n"
         "MERGE (m)-[:HAS_CHUNK]->(c)\n", True),
+    "graph marks on stored chunks": (MARKS, False),
     "id and edge only": ("MATCH (m:Memory {id: $memory_id})\nUNWIND $rows AS r\n"
                          "MERGE (c:Chunk {id: r.id}) SET c.memory_id = $memory_id\n"
                          "MERGE (m)-[:HAS_CHUNK]->(c)\n", False),
@@ -176,6 +189,20 @@ class Filler:
             self.have += sum(len(doc[1]) for doc in docs)
 
 
+async def marks(graph, pid: int, stored: int, count: int, rng: np.random.Generator) -> dict:
+    """MARKS on ``count`` chunks of the filled memories (``stored`` of them), PROBE_CHUNKS a
+    statement, as a graph build marks the chunks it read."""
+    timed = Timed(graph)
+    ids = [f"fill-{doc}:{i}" for doc in rng.choice(stored, count // DOC_CHUNKS + 1, replace=False)
+           for i in range(DOC_CHUNKS)][:count]
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    for at in range(0, len(ids), PROBE_CHUNKS):
+        rows = [{"id": cid, "pairs": ["a b"]} for cid in ids[at : at + PROBE_CHUNKS]]
+        await timed.query(MARKS, {"chunks": rows, "now": time.time(), "task": "probe"})
+    return {"cpu_s": cpu_seconds(pid) - cpu, "wall_s": time.perf_counter() - started,
+            "chunks": len(ids), **{f"{op}_ms": ms for op, ms in timed.ms.items()}}
+
+
 async def probe(graph, chunks: Chunks, pid: int, name: str, count: int, tag: str) -> dict:
     """``count`` chunks written in memories of PROBE_CHUNKS by the variant ``name``, one
     statement at a time; then deleted. CPU and internal ms per chunk of the chunk statement."""
@@ -201,7 +228,8 @@ async def probe(graph, chunks: Chunks, pid: int, name: str, count: int, tag: str
             **{f"{op}_ms": ms for op, ms in timed.ms.items()}}
 
 
-async def probes(graph, client, chunks: Chunks, pid: int, args: argparse.Namespace) -> dict:
+async def probes(graph, client, chunks: Chunks, pid: int, args: argparse.Namespace,
+                 stored: int) -> dict:
     """Every variant ``--rounds`` times, interleaved; then the product under each ``--delta``."""
     runs = [(name, None) for name in VARIANTS] * args.rounds
     runs += [("product", delta) for delta in args.delta] * args.rounds
@@ -209,11 +237,15 @@ async def probes(graph, client, chunks: Chunks, pid: int, args: argparse.Namespa
     for i, (name, delta) in enumerate(runs):
         key = name if delta is None else f"product, DELTA_MAX_PENDING_CHANGES {delta}"
         if delta is not None:
+            was = (await client.execute_command("GRAPH.CONFIG", "GET",
+                                                "DELTA_MAX_PENDING_CHANGES"))[1]
             await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES", delta)
-        one = await probe(graph, chunks, pid, name, args.probe, str(i))
+        if VARIANTS[name][0] is MARKS:
+            one = await marks(graph, pid, stored, args.probe, chunks.rng)
+        else:
+            one = await probe(graph, chunks, pid, name, args.probe, str(i))
         if delta is not None:
-            await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES",
-                                         10000)
+            await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES", was)
         total = totals.setdefault(key, {})
         for k, v in one.items():
             total[k] = total.get(k, 0) + v
@@ -297,10 +329,12 @@ class Perf:
 # ---- the run ----
 
 class Arm:
-    """One server (``env``: what its process runs with), its namespace and its filler."""
+    """One server (``env``: what its process runs with; ``config``: GRAPH.CONFIG SET on it),
+    its namespace and its filler."""
 
-    def __init__(self, name: str, env: dict[str, str], binaries, work: Path, args) -> None:
-        self.name, self.work, self.args = name, work / name, args
+    def __init__(self, name: str, env: dict[str, str], config: dict[str, str], binaries,
+                 work: Path, args) -> None:
+        self.name, self.work, self.args, self.config = name, work / name, args, config
         port = free_port()
         self.process = start_server(binaries, port, self.work, persistent=False,
                                     env={**os.environ, **env})
@@ -324,7 +358,8 @@ class Arm:
             row["perf"]["cpu_ms_per_chunk"] = round(
                 (cpu_seconds(self.pid) - cpu) * 1000 / (self.filler.have - first), 3)
         row["fill_window"] = self.filler.windows[-1]
-        row["probes"] = await probes(self.graph, self.client, self.chunks, self.pid, self.args)
+        row["probes"] = await probes(self.graph, self.client, self.chunks, self.pid, self.args,
+                                     self.filler.docs)
         row["rss_mb"] = round(rss_kb(self.pid) / 1024, 1)
         row["huge_pages_mb"] = round(rss_kb(self.pid, "AnonHugePages:", "smaps_rollup") / 1024, 1)
         row["loadavg"] = os.getloadavg()
@@ -342,6 +377,8 @@ async def run(arms: list[Arm], module: Path, args) -> list[dict]:
     and measured at each size in turn."""
     table = module_symbols(module) if args.perf else None
     for arm in arms:
+        for key, value in arm.config.items():
+            await arm.client.execute_command("GRAPH.CONFIG", "SET", key, value)
         await prepare_namespace(arm.store, "default", "bench", 384)
     rows = []
     for size in sorted(args.sizes):
@@ -407,7 +444,7 @@ async def main() -> None:
     parser.add_argument("--perf", action="store_true", help="perf record the fill")
     parser.add_argument("--real", type=int, default=TABLE, help="real passages embedded")
     parser.add_argument("--arms", nargs="+", default=["default:"],
-                        help="servers side by side, NAME:ENV=VALUE,... each")
+                        help="servers side by side, NAME:ENV=VALUE,@GRAPH_CONFIG=VALUE,... each")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}", flush=True)
     binaries = ensure_binaries()
@@ -415,8 +452,10 @@ async def main() -> None:
         arms = []
         try:
             for spec in args.arms:
-                name, _, env = spec.partition(":")
-                arms.append(Arm(name, dict(e.split("=", 1) for e in env.split(",") if e),
+                name, _, rest = spec.partition(":")
+                pairs = [e.split("=", 1) for e in rest.split(",") if e]
+                arms.append(Arm(name, {k: v for k, v in pairs if not k.startswith("@")},
+                                {k[1:]: v for k, v in pairs if k.startswith("@")},
                                 binaries, Path(tmp), args))
             rows = await run(arms, binaries[1], args)
         finally:
