@@ -2,6 +2,7 @@
 
     ./dev bench write_cost [--sizes 10000 100000 300000] [--probe 384] [--rounds 2]
                            [--writers 2] [--perf] [--delta 10000 100000]
+                           [--arms NAME:ENV=VALUE,@GRAPH_CONFIG=VALUE ...]
 
 One FalkorDB server (no persistence: this measures the graph, not the AOF), one namespace
 with the product's indexes, filled to each size with the workers' own store functions
@@ -19,13 +20,16 @@ once and cached: tests/support/vectors.py), as the curve's chunks were (docs/ben
   Per variant: the server's CPU per chunk and FalkorDB's own "internal execution time" of
   the chunk statement per chunk. The differences attribute the cost: the HNSW insert (vector
   written, indexed or not), the full-text postings (text indexed or not), the HAS_CHUNK
-  edge, MERGE against CREATE, the rest.
+  edge, MERGE against CREATE, the rest. One probe is not a write of new chunks: a graph
+  build's marks set on stored chunks (``MARKS``).
 - ``--delta``: the product variant again under each DELTA_MAX_PENDING_CHANGES (GRAPH.CONFIG
   SET at run time; FalkorDB's default 10000): a flush of pending matrix changes costs with
   the matrix.
 - ``--perf``: ``perf record`` of the server during the last ``PERF_WINDOW`` fill chunks
   before each size; samples grouped by what they run (the Cypher parser, HNSW, full-text,
   GraphBLAS, Redis, kernel, libc) with the top symbols.
+- ``--arms``: servers side by side, each started with its environment and GRAPH.CONFIG
+  values, filled a window at a time in turn (so each meets the host's load alike).
 
 Prints a table; writes tests/bench/results/write_cost.json. Not part of the test suite.
 """
