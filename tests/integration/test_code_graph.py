@@ -8,13 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fastmcp import Client
 
 from tests.integration.test_moves import export_to
 from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_import, run_workers
-from zapomni.services.mcp.server import build_server
 
 DATA = Path(__file__).parents[1] / "data" / "code_graph"
 SHAPES = (DATA / "shapes.py").read_text()
@@ -28,12 +26,6 @@ def line_of(text: str, needle: str) -> int:
 
 def code(source: str) -> dict:
     return {"source": source, "type": "code", "language": "python"}
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 @pytest.fixture

@@ -36,12 +36,6 @@ def settings(falkordb_url):
 
 
 @pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
-
-
-@pytest.fixture
 async def files(settings) -> dict[str, str]:
     """Two source files and a note whose source shares a prefix with one's folder, stored."""
     added = {

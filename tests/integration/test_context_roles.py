@@ -6,11 +6,9 @@ real query service, real workers and FalkorDB; tokens counted with the same toke
 from __future__ import annotations
 
 import pytest
-from fastmcp import Client
 
 from tests.support.mcp import call
 from tests.support.workers import run_workers
-from zapomni.services.mcp.server import build_server
 from zapomni.shared.embedding.embed_onnx import load_tokenizer
 
 CHAT = [
@@ -34,12 +32,6 @@ _tokenizer = load_tokenizer()
 
 def tokens(text: str) -> int:
     return len(_tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 @pytest.fixture

@@ -5,13 +5,11 @@ and what it leaves out to stay within its token budget, counted here with the sa
 from __future__ import annotations
 
 import pytest
-from fastmcp import Client
 
 from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
-from zapomni.services.mcp.server import build_server
 from zapomni.shared.embedding.embed_onnx import load_tokenizer
 from zapomni.shared.store.graphstore import GraphStore, run
 from zapomni.shared.text.conversation import TOKENIZER
@@ -36,12 +34,6 @@ _tokenizer = load_tokenizer()
 def tokens(text: str) -> int:
     """The count build_context promises: the shipped WordPiece, no special tokens."""
     return len(_tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def add_chat(client, namespace: str = "talk", thread: str = "lisbon") -> dict[str, str]:

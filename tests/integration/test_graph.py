@@ -7,9 +7,6 @@ import asyncio
 import subprocess
 import sys
 
-import pytest
-from fastmcp import Client
-
 from tests.conftest import make_settings
 from tests.support.graph import broken, query, stored
 from tests.support.mcp import call
@@ -17,7 +14,6 @@ from tests.support.waiting import eventually
 from tests.support.workers import ENDED, add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.services.mcp.server import build_server
 from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.tasks import tasks
@@ -37,12 +33,6 @@ def letters(count: int) -> list[str]:
     """Short texts naming two people and a city each: many entities, many relations."""
     return [f"In {1900 + i}, {PEOPLE[i % 10]} met {PEOPLE[(i * 3 + 1) % 10]} in "
             f"{CITIES[i % 6]} to talk about letter number {i}." for i in range(count)]
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def test_entities_are_extracted_after_ingest_and_the_tools_read_them(client, settings):

@@ -5,13 +5,9 @@ person or by the delete of the person's memories (workers/entity_types.py)."""
 
 from __future__ import annotations
 
-import pytest
-from fastmcp import Client
-
 from tests.support.graph import query
 from tests.support.mcp import call
 from tests.support.workers import run_workers
-from zapomni.services.mcp.server import build_server
 from zapomni.services.query.entities import named_in
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.text.entities import entity_id, entity_key
@@ -25,12 +21,6 @@ KOWALCZYK = ("Marta Kowalczyk booked a room in Zakopane for Sunday. Marta Kowalc
              "in Kraków since 2019.")
 NOWAK = ("Marta Nowak from Warsaw called me yesterday. Marta Nowak is a doctor at the "
          "hospital in Warsaw.")
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def add(client, settings, text: str) -> str:

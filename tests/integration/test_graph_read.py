@@ -5,11 +5,9 @@ other modes, and get_entity's passages carry their source and lines."""
 from __future__ import annotations
 
 import pytest
-from fastmcp import Client
 
 from tests.support.mcp import call
 from tests.support.workers import run_workers
-from zapomni.services.mcp.server import build_server
 
 BRIDGE = [
     "Zorblax Industries hired Helena Varga as its chief engineer in Vienna.",
@@ -19,12 +17,6 @@ BRIDGE = [
 # a note of several lines, the entity on its third and fourth
 NOTE = ("Field notes, week 12\n\nThe survey team met at dawn.\n"
         "Helena Varga measured the piers\nof the old bridge in Vienna.\n\nRain after noon.")
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def test_graph_mode_says_which_entity_found_each_passage(client, settings):

@@ -6,13 +6,9 @@ query service."""
 
 from __future__ import annotations
 
-import pytest
-from fastmcp import Client
-
 from tests.support.graph import broken, stored
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
-from zapomni.services.mcp.server import build_server
 from zapomni.shared.tasks.capacity import QUEUE_NAME
 
 CYPHER = "x'}) MATCH (n) DETACH DELETE n //"
@@ -21,12 +17,6 @@ HOSTILE_TEXT = (f"Captain Nemo sailed the Nautilus. {CYPHER} {REDISEARCH} "
                 "$param `backtick` \\ \u202e end.")
 HOSTILE_META = {"tags": [CYPHER, REDISEARCH, "plain"], "source": CYPHER,
                 CYPHER: REDISEARCH, "k`}) RETURN 1 //": {"nested": CYPHER}, "n": 7}
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def test_hostile_syntax_in_every_field_is_plain_text(client, settings):

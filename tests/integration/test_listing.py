@@ -6,22 +6,14 @@ import time
 
 import msgspec
 import pytest
-from fastmcp import Client
 
 from tests.support.mcp import call, error
 from tests.support.workers import add_text, run_workers
-from zapomni.services.mcp.server import build_server
 from zapomni.services.query.listing import write_cursor
 from zapomni.shared.store import cypher_schema
 from zapomni.shared.store.graphstore import GraphStore, run
 
 LONG_LINE = "A first line that goes on " + "and on " * 40  # over 200 characters
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def add_all(settings, texts, metadata=None, namespace=None) -> list[str]:

@@ -34,12 +34,6 @@ def settings(settings, tmp_path):
     return msgspec.structs.replace(settings, ingest_roots=str(tmp_path))
 
 
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
-
-
 def lacking(tool) -> list[str]:
     """What a listed tool lacks of the conventions (services/mcp/conventions.py)."""
     hints = tool.annotations.model_dump() if tool.annotations else {}

@@ -29,12 +29,6 @@ async def nothing_queued(aredis, settings: Settings) -> bool:
             and not await aredis.keys("zapomni:task:*"))
 
 
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
-
-
 async def test_the_whole_tool_set(client, settings, aredis):
     assert {t.name for t in await client.list_tools()} == TOOLS
     added = await call(client, "add_memory", text="Ada Lovelace wrote the first program.",

@@ -7,24 +7,14 @@ import argparse
 import asyncio
 from datetime import datetime
 
-import pytest
-from fastmcp import Client
-
 from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.cli.moves import run_migrate
-from zapomni.services.mcp.server import build_server
 from zapomni.shared.store.graphstore import GraphStore, run
 from zapomni.shared.store.migrate import SCHEMA_VERSION, schema_version
 
 MAY_2023 = datetime.fromisoformat("2023-05-26T12:00:00+00:00").timestamp()
-
-
-@pytest.fixture
-async def client(settings, query_service):
-    async with Client(build_server(settings)) as client:
-        yield client
 
 
 async def add(client, text: str, namespace: str = "time", **metadata) -> str:
