@@ -8,14 +8,13 @@ and at each point the ingest rate, FalkorDB's memory, search latency and HNSW re
 The stack is `zapomni up` (``--workers`` workers, entity extraction off) with Ollama played by
 tests/support/table_ollama.py: real MiniLM vectors of real passages looked up by text, a
 chunk's vector the normalised sum of its passages' (no latency: this measures the store).
-Documents are ``--passages`` real passages drawn at random, joined by blank lines, added
-through the front's code path, at most ``--window`` tasks outstanding (the queue stays
-bounded); chunking as configured (256 tokens, 32 overlap, paragraphs first). The table holds
-3,000 passages; cut at paragraphs first, each chunk is one passage, and 1M chunks would be
-~330 copies of each vector, a set unlike any memory (one such run read recall 0.67 at 100k
-on ids, nearly all of it ties). The runs in docs/benchmarks.md chunked as before 2026-11-25
-(chunks filled across paragraph breaks, ~4 passages drawn at random: distinct); that mode was
-deleted on 2026-11-27 (git keeps it), so a re-run needs passages joined otherwise first.
+Documents are ``--passages`` real passages drawn at random, added through the front's code
+path, at most ``--window`` tasks outstanding (the queue stays bounded); chunking as configured
+(256 tokens, 32 overlap, paragraphs first). A document's paragraphs are runs of 2-4 passages
+on lines of their own, each fitting a chunk, so a chunk is such a run and its vector the sum
+of its passages': the table's 3,000 passages make ~10^10 runs and a 1M store's chunks are
+distinct (a passage a chunk, as cut at paragraphs before, repeats each vector ~330 times at
+1M: one such run read recall 0.67 at 100k on ids, nearly all of it ties).
 
 At each size (a leg: from the size before to this one): the ingest rate and the CPU per chunk
 written of FalkorDB's server and, beside it, of the workers (/proc, sampled with the chunk
@@ -62,7 +61,7 @@ import numpy as np
 import redis.asyncio
 
 from tests.bench import curve_legs as legs
-from tests.bench.scaling import TABLE, documents
+from tests.bench.scaling import TABLE
 from tests.bench.vectors import pct, rss_by_process, search_service, write_ready
 from tests.support.servers import ThreadedServer
 from tests.support.stack import Stack
@@ -89,6 +88,9 @@ SAMPLE = "MATCH (c:Chunk) RETURN c.text, c.embedding LIMIT $n"
 # chunks 61 MB in 6.7 s (2026-11-27, ~0.45 ms a chunk: a file not rewritten yet replays every
 # write); at 1M it may pass the 600 s `zapomni up` itself waits (services/stack/falkordb.py)
 STARTUP_S = 900
+# a paragraph of passages fits one 256-token chunk: these passages run >= 2.6 characters a
+# MiniLM token (99% of them; 2026-11-27)
+PARAGRAPH_CHARS = 600
 RAW_QUERY = ("CALL db.idx.vector.queryNodes('Chunk', 'embedding', $k, vecf32($v)) "
              "YIELD node RETURN node.id, node.text")
 
@@ -384,6 +386,27 @@ async def main() -> None:
     sample = documents(passages, 16, *args.passages, seed=10**6)
     print("joined chunks' cosine to the model's own vector: "
           f"{chunk_fidelity(server, sample)}")
+
+
+def documents(passages: list[str], count: int, low: int, high: int, seed: int) -> list[str]:
+    """``count`` texts of ``low``..``high`` passages drawn at random. A text's paragraphs (cut
+    at blank lines, each a chunk of its own) are runs of 2-4 passages on lines of their own, at
+    most PARAGRAPH_CHARS long: 3,000 passages make ~10^10 such runs, so the chunks of a 1M
+    store are distinct (a passage a chunk would repeat each ~330 times)."""
+    rng = np.random.default_rng(seed)
+    texts = []
+    for _ in range(count):
+        drawn = rng.choice(len(passages), int(rng.integers(low, high + 1)), replace=False)
+        paragraphs: list[list[str]] = []
+        want = 0
+        for passage in (passages[i] for i in drawn):
+            if (not paragraphs or len(paragraphs[-1]) >= want
+                    or sum(map(len, paragraphs[-1])) + len(passage) > PARAGRAPH_CHARS):
+                paragraphs.append([])
+                want = int(rng.integers(2, 5))
+            paragraphs[-1].append(passage)
+        texts.append("\n\n".join("\n".join(lines) for lines in paragraphs))
+    return texts
 
 
 def chunk_fidelity(server: TableOllama, sample: list[str]) -> float:

@@ -3,8 +3,8 @@ the in-process model's vectors of real passages (tests/support/vectors.py, cache
 looked up by text. For the scale benchmarks, where embedding 1M texts with the model is out
 of reach and the model's CPU would hide the latency being measured.
 
-A text in the table gets its own vector. Any other text is cut at blank lines (documents are
-made of table passages joined by blank lines, so a chunk is a run of them); its vector is the
+A text in the table gets its own vector. Any other text is cut at line breaks (documents are
+made of table passages on lines of their own, so a chunk is a run of them); its vector is the
 normalised sum of the vectors of the pieces found in the table, the same augmentation as the
 joined pairs of ``corpus`` (``fidelity`` measures its cosine to the model's own vector). A
 text with no piece in the table (a chunk cut inside a passage) gets a fixed small perturbation
@@ -92,7 +92,7 @@ class TableOllama:
         if row is not None:
             self.exact += 1
             return self.vectors[row]
-        found = [r for r in (self.rows.get(p.strip()) for p in text.split("\n\n"))
+        found = [r for r in (self.rows.get(p.strip()) for p in text.split("\n"))
                  if r is not None]
         if found:
             self.joined += 1
