@@ -50,6 +50,11 @@ STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
                                          cypher_schema.MIGRATE_VERSIONS_MARK),
                                      3: (cypher_schema.MIGRATE_ENTITY_TYPES,),
                                      4: (cypher_schema.MIGRATE_MARKS,)}
+# a step whose statement writes what FalkorDB indexes again (every chunk's vector and text)
+# holds the graph's write lock longer a row: version 4's marks moved 2.2 ms a chunk at 10k
+# chunks (scratch run of write_cost's fill, 2026-11-27), so 5,000 a statement held it 11 s;
+# 500 hold it ~1 s at 10k, a few at 1M (each statement also scans the chunks left to move)
+STEP_BATCH = {cypher_schema.MIGRATE_MARKS: 500}
 # indexes a version no longer has, dropped before its steps (one already gone is fine), and
 # those it adds, created after them (a worker that only migrates creates no other index)
 DROPS: dict[int, tuple[str, ...]] = {4: (cypher_schema.DROP_CHUNK_TARGETS,)}
@@ -71,11 +76,12 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
     for step in range(version + 1, SCHEMA_VERSION + 1):
         await drop_indexes(graph, namespace, DROPS.get(step, ()))
         for query in STEPS[step]:
+            batch = STEP_BATCH.get(query, BATCH)
             while True:
-                rows = await run(graph, query, {"batch": BATCH})
+                rows = await run(graph, query, {"batch": batch})
                 done = int(rows[0][0]) if rows else 0
                 changed += done
-                if done < BATCH:
+                if done < batch:
                     break
         await create_indexes(graph, namespace, [(q, None) for q in ADDS.get(step, ())])
         await run(graph, cypher_schema.WRITE_SCHEMA, {"version": step})

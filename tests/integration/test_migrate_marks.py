@@ -13,7 +13,7 @@ from tests.support.graph import broken, query, stored
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.shared.protocol.api import BuildGraph
-from zapomni.shared.store import cypher_schema
+from zapomni.shared.store import cypher_schema, migrate
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.migrate import SCHEMA_VERSION, schema_version
 
@@ -39,7 +39,8 @@ def empty(rows: list[list]) -> list[list]:
 
 
 async def test_a_version_3_namespace_keeps_its_marks_and_rebuilds_the_same_graph(settings,
-                                                                                 front):
+                                                                                 front,
+                                                                                 monkeypatch):
     for text in letters(12):
         await add_text(settings, text)
     await add_text(settings, REPORT, code("pkg/report.py"))
@@ -64,7 +65,9 @@ async def test_a_version_3_namespace_keeps_its_marks_and_rebuilds_the_same_graph
     assert sum(row != empty([row])[0] for row in edges) == 5
     assert [e if e != empty([e])[0] else c for e, c in zip(edges, chunks, strict=True)] == marks
 
-    await run_workers(settings)  # a worker starts: it migrates every namespace
+    # a worker starts: it migrates every namespace, 4 chunks a statement here (several)
+    monkeypatch.setitem(migrate.STEP_BATCH, cypher_schema.MIGRATE_MARKS, 4)
+    await run_workers(settings)
     store = GraphStore(settings)
     try:
         assert await schema_version(store, "default") == SCHEMA_VERSION == 4
