@@ -5,10 +5,10 @@ the chunk that holds its line (the last chunk starting at or before it), so a ch
 contribution is its own, replaced whole by cypher_code.REPLACE_CODE as the prose graph's is.
 
 Files arrive in any order. A reference is linked when it is written if its target exists
-(inside the statement), and kept by name in the chunk's ``code_targets`` either way; a batch
-that defines names new to the namespace then rewrites the chunks already written that refer
-to them (cypher_code.PENDING, through an array index), a page at a time. Both steps are
-replacements, so running either twice ends as running it once.
+(inside the statement), and kept by name in the chunk's ``code_targets`` (on its HAS_CHUNK
+edge) either way; a batch that defines names new to the namespace then rewrites the chunks
+already written that refer to them (cypher_code.PENDING, through an array index), a page at
+a time. Both steps are replacements, so running either twice ends as running it once.
 """
 
 from __future__ import annotations

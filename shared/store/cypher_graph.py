@@ -9,30 +9,36 @@ from zapomni.shared.store.cypher_search import FILTER, RETURN_HIT, VISIBLE
 # A graph task reads chunks in batches, by id order from a cursor ($after, exclusive) up to
 # $last (inclusive): the worker holds one batch of ids, never the namespace's. Which chunks:
 # not yet read, or (rebuild) not yet rewritten by this task ($task): a rebuild stamps each
-# chunk it rewrites, so a part that runs again skips what it already did.
+# chunk it rewrites, so a part that runs again skips what it already did. A chunk's graph
+# state (entities_at, graph_task, pairs, code_targets) is kept on its HAS_CHUNK edge, not on
+# the chunk: FalkorDB 4.22 indexes a node again, vector and text, whenever any property of it
+# is set (GraphHub_UpdateEntityProperties -> GraphContext_AddNodeToIndices). Measured
+# (tests/bench/write_cost.py MARKS, CHUNK_MARKS): on the chunk 1.94 / 4.32 ms a chunk at
+# 10k / 100k chunks, more than the chunk's own write (1.02 / 2.63); on the edge 0.015 ms
+# (docs/benchmarks.md "FalkorDB writes").
 # FalkorDB 4.22's index range on a string returns extra ids past its bounds (measured: 790
 # for 500); the "+ ''" copies are checked exactly, after the index narrowed the scan.
 _GRAPH_PICK = """
 c.id > $after AND c.id <= $last AND c.id + '' > $after AND c.id + '' <= $last
 AND m.ready = true
-AND CASE WHEN $rebuild THEN coalesce(c.graph_task, '') <> $task
-         ELSE c.entities_at IS NULL END
+AND CASE WHEN $rebuild THEN coalesce(h.graph_task, '') <> $task
+         ELSE h.entities_at IS NULL END
 """
 # the whole namespace: a range scan of the chunk id index
 GRAPH_BATCH = (
-    "MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk) WHERE " + _GRAPH_PICK
+    "MATCH (m:Memory)-[h:HAS_CHUNK]->(c:Chunk) WHERE " + _GRAPH_PICK
     + "RETURN c.id, c.text, m.id, m.metadata ORDER BY c.id LIMIT $batch"
 )
 # some memories (at most 1,000): from each memory to its chunks
 GRAPH_BATCH_OF = (
-    "UNWIND $memory_ids AS mid MATCH (m:Memory {id: mid})-[:HAS_CHUNK]->(c:Chunk) WHERE "
+    "UNWIND $memory_ids AS mid MATCH (m:Memory {id: mid})-[h:HAS_CHUNK]->(c:Chunk) WHERE "
     + _GRAPH_PICK + "RETURN c.id, c.text, m.id, m.metadata ORDER BY c.id LIMIT $batch"
 )
 # how many chunks a task covers: an aggregate, nothing held but the count
 GRAPH_COUNT = """
-MATCH (m:Memory)-[:HAS_CHUNK]->(c:Chunk)
+MATCH (m:Memory)-[h:HAS_CHUNK]->(c:Chunk)
 WHERE m.ready = true AND ($memory_ids IS NULL OR m.id IN $memory_ids)
-  AND ($rebuild OR c.entities_at IS NULL)
+  AND ($rebuild OR h.entities_at IS NULL)
 RETURN count(c)
 """
 # the memories a task of some memories covers, with their sizes, to group them into parts
@@ -69,9 +75,10 @@ DROP_SPENT_EDGES = """CALL {
 
 # What a chunk contributed, replaced in one statement (atomic in FalkorDB: a crash or a
 # cancel leaves either the old contribution or the new, never neither). A chunk records the
-# entity pairs it contributed (c.pairs, "id id" strings, bounded per chunk): its old pairs
-# take one off their RELATED weight and their evidence, its old MENTIONS go; then its new
-# entities, MENTIONS and pairs are written and the chunk is marked (or, $now null: forgotten).
+# entity pairs it contributed (h.pairs on its HAS_CHUNK edge, "id id" strings, bounded per
+# chunk): its old pairs take one off their RELATED weight and their evidence, its old
+# MENTIONS go; then its new entities, MENTIONS and pairs are written and the chunk is marked
+# on its edge (or, $now null: forgotten).
 # RELATED.weight counts the chunks whose pairs name the edge; RELATED.evidence keeps the last
 # $keep of them. Each MENTIONS keeps the type the model gave the entity in the chunk (the
 # type shown is made of them: workers/entity_types.py). An edge left at weight 0 goes, and
@@ -79,9 +86,9 @@ DROP_SPENT_EDGES = """CALL {
 # the same one: idempotent.
 REPLACE_CONTRIBUTIONS = """
 UNWIND $chunks AS r
-MATCH (c:Chunk {id: r.id})
-WITH c, r, coalesce(c.pairs, []) AS old
-SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
+MATCH (c:Chunk {id: r.id})<-[h:HAS_CHUNK]-()
+WITH c, h, r, coalesce(h.pairs, []) AS old
+SET h.pairs = r.pairs, h.entities_at = $now, h.graph_task = $task
 WITH collect(c.id) AS ids, collect({id: c.id, old: old}) AS undone
 """ + UNDO_CONTRIBUTION + """CALL {
   WITH ids UNWIND $entities AS en

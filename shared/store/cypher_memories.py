@@ -102,7 +102,7 @@ UNDO_READ_CHUNKS = """
 OPTIONAL MATCH (m:Memory {id: $id})
 WITH count(m) AS memories, collect(coalesce(m.task_id, '')) AS writers
 WHERE memories = 0 OR writers[0] = $task_id
-MATCH (c:Chunk {memory_id: $id}) WHERE c.entities_at IS NOT NULL
+MATCH (c:Chunk {memory_id: $id})<-[h:HAS_CHUNK]-() WHERE h.entities_at IS NOT NULL
 RETURN c.id
 """
 # the sweep: memories not (yet) searchable, with the task that writes them, a page at a time

@@ -54,14 +54,14 @@ RETURN m.id, m.text, m.content_hash, m.tags, m.source, m.metadata, m.created_at,
        m.superseded_by, m.access_count, m.accessed_at, m.line_offset, m.occurred_at, m.role
 """
 EXPORT_CHUNKS = """
-UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
-RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs,
-       c.code_targets
+UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})<-[h:HAS_CHUNK]-()
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, h.entities_at, h.pairs,
+       h.code_targets
 """
 EXPORT_VECTORS = by_prop("""
-UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})
-RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, c.entities_at, c.pairs,
-       c.code_targets, c.embedding
+UNWIND $ids AS id MATCH (c:Chunk {memory_id: id})<-[h:HAS_CHUNK]-()
+RETURN c.memory_id, c.idx, c.char_start, c.char_end, c.tokens, h.entities_at, h.pairs,
+       h.code_targets, c.embedding
 """)
 # the graph: a page of memories' chunks' relationships to entities, whatever their type;
 # then every entity, and every relationship between entities, by id from a cursor
@@ -124,7 +124,7 @@ MERGE (a)-[:THEN]->(b)
 # a code chunk's names it refers to (cypher_code.REPLACE_CODE), so a file added after the
 # import links the chunks that call into it
 IMPORT_CODE_TARGETS = """
-UNWIND $rows AS r MATCH (c:Chunk {id: r.id}) SET c.code_targets = r.targets
+UNWIND $rows AS r MATCH (c:Chunk {id: r.id})<-[h:HAS_CHUNK]-() SET h.code_targets = r.targets
 """
 IMPORT_ENTITIES = """
 UNWIND $rows AS r MERGE (e:Entity {id: r.id}) SET e += r.props

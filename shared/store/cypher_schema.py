@@ -32,12 +32,13 @@ SCHEMA = (
     "CREATE INDEX FOR (e:Entity) ON (e.last)",  # (shared/store/cypher_alias.py)
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.name)",
     # code symbols (shared/store/cypher_code.py): their names' words and docstrings' first
-    # sentences, and the names a chunk refers to (an array: `name IN c.code_targets` is an
-    # index scan)
+    # sentences, and the names a chunk refers to, on its HAS_CHUNK edge (an array:
+    # `name IN h.code_targets` is an index scan)
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.words)",
     "CREATE FULLTEXT INDEX FOR (e:Entity) ON (e.summary)",
-    "CREATE INDEX FOR (c:Chunk) ON (c.code_targets)",
+    "CREATE INDEX FOR ()-[h:HAS_CHUNK]-() ON (h.code_targets)",
 )
+EDGE_TARGETS = SCHEMA[-1]  # (created by version 4's migration too: shared/store/migrate.py)
 # dimension and HNSW options are integers from Settings, passed as parameters
 VECTOR_INDEX = (
     "CREATE VECTOR INDEX FOR (c:Chunk) ON (c.embedding) OPTIONS {dimension: $dim, "
@@ -78,6 +79,24 @@ MATCH (e:Entity) WHERE e.ner_type IS NULL
 WITH e LIMIT $batch
 SET e.ner_type = e.type, e.type = 'unknown'
 RETURN count(e)
+"""
+# version 4: a chunk's graph state (what a graph build read and wrote: entities_at,
+# graph_task, pairs, code_targets) moves from the chunk to its HAS_CHUNK edge, where setting
+# it indexes nothing heavy (cypher_graph says why). One statement a batch moves and removes
+# together, so a step cut short leaves each chunk's marks in one place or the other, never
+# lost; an edge's own value (none, unless written since) wins. The chunk index on
+# code_targets goes first (DROP_CHUNK_TARGETS: it would be updated by every removal)
+DROP_CHUNK_TARGETS = "DROP INDEX FOR (c:Chunk) ON (c.code_targets)"
+MIGRATE_MARKS = """
+MATCH (c:Chunk)<-[h:HAS_CHUNK]-()
+WHERE c.entities_at IS NOT NULL OR c.graph_task IS NOT NULL OR c.pairs IS NOT NULL
+   OR c.code_targets IS NOT NULL
+WITH c, h LIMIT $batch
+SET h.entities_at = coalesce(h.entities_at, c.entities_at),
+    h.graph_task = coalesce(h.graph_task, c.graph_task), h.pairs = coalesce(h.pairs, c.pairs),
+    h.code_targets = coalesce(h.code_targets, c.code_targets),
+    c.entities_at = null, c.graph_task = null, c.pairs = null, c.code_targets = null
+RETURN count(c)
 """
 READ_MODEL = """
 MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')

@@ -16,6 +16,9 @@ Versions:
      (ZapomniMeta ``versions``: search reads older versions for the current one)
   3  Entity.ner_type (what the model said) apart from Entity.type (shown only where it
      holds): an entity written before shows no type until a graph rebuild
+  4  a chunk's graph state (entities_at, graph_task, pairs, code_targets) on its HAS_CHUNK
+     edge instead of the chunk (setting it there indexes nothing heavy), code_targets'
+     index with it
 """
 
 from __future__ import annotations
@@ -40,12 +43,22 @@ from zapomni.shared.store.graphstore import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BATCH = 5000  # memories a step changes per statement
 # the steps that reach each version, each run until it changes fewer than BATCH
 STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
                                          cypher_schema.MIGRATE_VERSIONS_MARK),
-                                     3: (cypher_schema.MIGRATE_ENTITY_TYPES,)}
+                                     3: (cypher_schema.MIGRATE_ENTITY_TYPES,),
+                                     4: (cypher_schema.MIGRATE_MARKS,)}
+# a step whose statement writes what FalkorDB indexes again (every chunk's vector and text)
+# holds the graph's write lock longer a row: version 4's marks moved 2.2 ms a chunk at 10k
+# chunks (scratch run of write_cost's fill, 2026-11-27), so 5,000 a statement held it 11 s;
+# 500 hold it ~1 s at 10k, a few at 1M (each statement also scans the chunks left to move)
+STEP_BATCH = {cypher_schema.MIGRATE_MARKS: 500}
+# indexes a version no longer has, dropped before its steps (one already gone is fine), and
+# those it adds, created after them (a worker that only migrates creates no other index)
+DROPS: dict[int, tuple[str, ...]] = {4: (cypher_schema.DROP_CHUNK_TARGETS,)}
+ADDS: dict[int, tuple[str, ...]] = {4: (cypher_schema.EDGE_TARGETS,)}
 
 
 async def schema_version(store: GraphStore, namespace: str) -> int:
@@ -61,13 +74,16 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
     graph = store.graph(namespace)
     changed = 0
     for step in range(version + 1, SCHEMA_VERSION + 1):
+        await drop_indexes(graph, namespace, DROPS.get(step, ()))
         for query in STEPS[step]:
+            batch = STEP_BATCH.get(query, BATCH)
             while True:
-                rows = await run(graph, query, {"batch": BATCH})
+                rows = await run(graph, query, {"batch": batch})
                 done = int(rows[0][0]) if rows else 0
                 changed += done
-                if done < BATCH:
+                if done < batch:
                     break
+        await create_indexes(graph, namespace, [(q, None) for q in ADDS.get(step, ())])
         await run(graph, cypher_schema.WRITE_SCHEMA, {"version": step})
     log.info("namespace %s migrated from schema version %d to %d (%d memories changed)",
              namespace, version, SCHEMA_VERSION, changed)
@@ -120,6 +136,16 @@ async def prepare_namespace(store: GraphStore, namespace: str, model: str, dim: 
     await create_indexes(graph, namespace, [(cypher_moves.VECTOR_INDEX[prop], hnsw)])
     store.prepared[namespace] = (model, dim, prop)
     return prop
+
+
+async def drop_indexes(graph: Graph, namespace: str, queries: tuple[str, ...]) -> None:
+    """Drop each index; one that does not exist (dropped by a step that ran before) is fine."""
+    for query in queries:
+        try:
+            await graph.query(query)
+        except redis.exceptions.ResponseError as exc:
+            if "no such index" not in str(exc):
+                raise StoreError(f"could not drop an index in namespace '{namespace}'") from exc
 
 
 async def create_indexes(graph: Graph, namespace: str,

@@ -46,7 +46,7 @@ SHAPE = {  # a graph's shape, compared between the source and each copy
     "mentions": "MATCH (:Chunk)-[r:MENTIONS]->(:Entity) RETURN count(r), sum(r.count)",
     "related": "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN count(r), sum(r.weight)",
     "types": "MATCH (e:Entity) RETURN e.type, count(e) ORDER BY e.type",
-    "unread": "MATCH (c:Chunk) WHERE c.entities_at IS NULL RETURN count(c)",
+    "unread": "MATCH ()-[h:HAS_CHUNK]->(c:Chunk) WHERE h.entities_at IS NULL RETURN count(c)",
 }
 
 

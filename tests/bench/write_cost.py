@@ -20,8 +20,10 @@ once and cached: tests/support/vectors.py), as the curve's chunks were (docs/ben
   Per variant: the server's CPU per chunk and FalkorDB's own "internal execution time" of
   the chunk statement per chunk. The differences attribute the cost: the HNSW insert (vector
   written, indexed or not), the full-text postings (text indexed or not), the HAS_CHUNK
-  edge, MERGE against CREATE, the rest. One probe is not a write of new chunks: a graph
-  build's marks set on stored chunks (``MARKS``).
+  edge, MERGE against CREATE, the rest. Two probes are not a write of new chunks: a graph
+  build's marks set on the HAS_CHUNK edges of stored chunks (``MARKS``, schema version 4)
+  and, to compare in the same run, on the chunks themselves as version 3 set them
+  (``CHUNK_MARKS``).
 - ``--delta``: the product variant again under each DELTA_MAX_PENDING_CHANGES (GRAPH.CONFIG
   SET at run time; FalkorDB's default 10000): a flush of pending matrix changes costs with
   the matrix.
@@ -73,16 +75,24 @@ OPS = {MERGE: "chunks", cypher_memories.MERGE_MEMORY: "memory", cypher_memories.
        "link", cypher_memories.MARK_READY: "ready", cypher_schema.STAMP_WRITES: "stamp"}
 
 
-# what a graph build sets on each chunk it read (the head of cypher_graph.REPLACE_CONTRIBUTIONS):
-# FalkorDB indexes a node again, every field, whenever any property of it is set
-# (4.22's GraphHub_UpdateEntityProperties -> GraphContext_AddNodeToIndices)
+# what a graph build sets for each chunk it read (the head of
+# cypher_graph.REPLACE_CONTRIBUTIONS), on the chunk's HAS_CHUNK edge since schema version 4
 MARKS = """UNWIND $chunks AS r
+MATCH (c:Chunk {id: r.id})<-[h:HAS_CHUNK]-()
+WITH c, h, r, coalesce(h.pairs, []) AS old
+SET h.pairs = r.pairs, h.entities_at = $now, h.graph_task = $task
+"""
+if MARKS not in cypher_graph.REPLACE_CONTRIBUTIONS:
+    raise AssertionError("the graph build no longer marks chunks as MARKS does")
+# and on the chunk, as version 3 set it: FalkorDB indexes a node again, every field, whenever
+# any property of it is set (4.22's GraphHub_UpdateEntityProperties ->
+# GraphContext_AddNodeToIndices): measured 1.7 / 1.6 / 1.4x the chunk's own write at
+# 10k / 100k / 300k chunks (docs/benchmarks.md)
+CHUNK_MARKS = """UNWIND $chunks AS r
 MATCH (c:Chunk {id: r.id})
 WITH c, r, coalesce(c.pairs, []) AS old
 SET c.pairs = r.pairs, c.entities_at = $now, c.graph_task = $task
 """
-if MARKS not in cypher_graph.REPLACE_CONTRIBUTIONS:
-    raise AssertionError("the graph build no longer marks chunks as MARKS does")
 
 
 def variant(old: str, new: str) -> str:
@@ -108,6 +118,7 @@ VARIANTS = {
         "start_line: r.start_line, end_line: r.end_line, embedding: vecf32(r.vec)})\n"
         "MERGE (m)-[:HAS_CHUNK]->(c)\n", True),
     "graph marks on stored chunks": (MARKS, False),
+    "graph marks on the chunks (version 3)": (CHUNK_MARKS, False),
     "id and edge only": ("MATCH (m:Memory {id: $memory_id})\nUNWIND $rows AS r\n"
                          "MERGE (c:Chunk {id: r.id}) SET c.memory_id = $memory_id\n"
                          "MERGE (m)-[:HAS_CHUNK]->(c)\n", False),
@@ -193,16 +204,18 @@ class Filler:
             self.have += sum(len(doc[1]) for doc in docs)
 
 
-async def marks(graph, pid: int, stored: int, count: int, rng: np.random.Generator) -> dict:
-    """MARKS on ``count`` chunks of the filled memories (``stored`` of them), PROBE_CHUNKS a
-    statement, as a graph build marks the chunks it read."""
+async def marks(graph, pid: int, stored: int, count: int, rng: np.random.Generator,
+                statement: str) -> dict:
+    """``statement`` (MARKS or CHUNK_MARKS) on ``count`` chunks of the filled memories
+    (``stored`` of them), PROBE_CHUNKS a statement, as a graph build marks the chunks it
+    read."""
     timed = Timed(graph)
     ids = [f"fill-{doc}:{i}" for doc in rng.choice(stored, count // DOC_CHUNKS + 1, replace=False)
            for i in range(DOC_CHUNKS)][:count]
     cpu, started = cpu_seconds(pid), time.perf_counter()
     for at in range(0, len(ids), PROBE_CHUNKS):
         rows = [{"id": cid, "pairs": ["a b"]} for cid in ids[at : at + PROBE_CHUNKS]]
-        await timed.query(MARKS, {"chunks": rows, "now": time.time(), "task": "probe"})
+        await timed.query(statement, {"chunks": rows, "now": time.time(), "task": "probe"})
     return {"cpu_s": cpu_seconds(pid) - cpu, "wall_s": time.perf_counter() - started,
             "chunks": len(ids), **{f"{op}_ms": ms for op, ms in timed.ms.items()}}
 
@@ -244,8 +257,8 @@ async def probes(graph, client, chunks: Chunks, pid: int, args: argparse.Namespa
             was = (await client.execute_command("GRAPH.CONFIG", "GET",
                                                 "DELTA_MAX_PENDING_CHANGES"))[1]
             await client.execute_command("GRAPH.CONFIG", "SET", "DELTA_MAX_PENDING_CHANGES", delta)
-        if VARIANTS[name][0] is MARKS:
-            one = await marks(graph, pid, stored, args.probe, chunks.rng)
+        if VARIANTS[name][0] in (MARKS, CHUNK_MARKS):
+            one = await marks(graph, pid, stored, args.probe, chunks.rng, VARIANTS[name][0])
         else:
             one = await probe(graph, chunks, pid, name, args.probe, str(i))
         if delta is not None:

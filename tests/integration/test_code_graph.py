@@ -127,7 +127,7 @@ async def test_a_rebuild_writes_the_same_code_graph(client, settings, files):
     assert settled(await query(settings, GRAPH, namespace=NS)) == before
 
 
-TARGETS = "MATCH (c:Chunk) RETURN c.id, c.code_targets ORDER BY c.id"
+TARGETS = "MATCH ()-[h:HAS_CHUNK]->(c:Chunk) RETURN c.id, h.code_targets ORDER BY c.id"
 CODE_MARK = "MATCH (x:ZapomniMeta {key: 'code'}) RETURN count(x)"
 
 

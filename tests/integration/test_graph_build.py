@@ -177,7 +177,8 @@ async def test_a_rebuild_cancelled_at_any_batch_keeps_the_whole_graph(settings, 
     await run_workers(small, checkpoint=on_graph_batch(cancel_at))
     task = await ops.task_status(front, receipt.task_id)
     assert (task.state, task.done, len(hook)) == ("cancelled", 5 * stop_after, stop_after)
-    rebuilt = await query(small, "MATCH (c:Chunk {graph_task: $t}) RETURN count(c)",
+    rebuilt = await query(small, "MATCH ()-[h:HAS_CHUNK {graph_task: $t}]->(:Chunk) "
+                          "RETURN count(h)",
                           {"t": receipt.task_id})
     assert rebuilt[0][0] == 5 * stop_after  # those were rewritten; the rest kept theirs
     assert await stored(small, graph=True) == before
@@ -222,7 +223,8 @@ async def test_a_retried_rebuild_part_does_not_rewrite_what_it_rewrote(settings,
     task = await ops.task_status(front, receipt.task_id)
     assert (task.state, task.attempts) == ("done", 2)
     assert len(hook) == 6 and len(set(hook)) == 6  # each batch read once over both tries
-    rebuilt = await query(small, "MATCH (c:Chunk {graph_task: $t}) RETURN count(c)",
+    rebuilt = await query(small, "MATCH ()-[h:HAS_CHUNK {graph_task: $t}]->(:Chunk) "
+                          "RETURN count(h)",
                           {"t": receipt.task_id})
     assert rebuilt[0][0] == 30
     assert await stored(small, graph=True) == before

@@ -119,11 +119,11 @@ ENTITIES = ("MATCH (e:Entity)<-[:MENTIONS]-(c:Chunk) "
 
 GRAPH = {  # the whole graph, as stored
     "entities": "MATCH (e:Entity) RETURN e.id, properties(e) ORDER BY e.id",
-    "links": "MATCH (c:Chunk)-[r]->(e:Entity) RETURN c.id, type(r), e.id, properties(r), "
-             "c.pairs ORDER BY c.id, e.id",
+    "links": "MATCH (c:Chunk)-[r]->(e:Entity) MATCH ()-[h:HAS_CHUNK]->(c) "
+             "RETURN c.id, type(r), e.id, properties(r), h.pairs ORDER BY c.id, e.id",
     "relations": "MATCH (a:Entity)-[r]->(b:Entity) RETURN a.id, type(r), b.id, properties(r) "
                  "ORDER BY a.id, b.id, type(r)",
-    "read": "MATCH (c:Chunk) WHERE c.entities_at IS NULL RETURN count(c)",
+    "read": "MATCH ()-[h:HAS_CHUNK]->(c:Chunk) WHERE h.entities_at IS NULL RETURN count(c)",
 }
 
 

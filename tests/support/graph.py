@@ -20,15 +20,17 @@ GRAPH_COUNTS = {
     "mentions": "MATCH (:Chunk)-[r:MENTIONS]->(:Entity) RETURN count(r)",
     "related": "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN count(r)",
     "evidence": "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN coalesce(sum(r.weight), 0)",
-    "extracted": "MATCH (c:Chunk) WHERE c.entities_at IS NOT NULL RETURN count(c)",
+    "extracted": "MATCH ()-[h:HAS_CHUNK]->(c:Chunk) WHERE h.entities_at IS NOT NULL "
+                 "RETURN count(c)",
 }
 
 # a consistent knowledge graph: each of these counts is 0
 BROKEN = {
     # an entity no chunk mentions
     "orphan_entities": "MATCH (e:Entity) WHERE NOT (e)<-[:MENTIONS]-(:Chunk) RETURN count(e)",
-    # a chunk not marked read that has mentions (a half-written batch)
-    "unmarked_mentions": "MATCH (c:Chunk)-[:MENTIONS]->() WHERE c.entities_at IS NULL "
+    # a chunk not marked read (on its HAS_CHUNK edge) that has mentions (a half-written batch)
+    "unmarked_mentions": "MATCH (c:Chunk)-[:MENTIONS]->() OPTIONAL MATCH ()-[h:HAS_CHUNK]->(c) "
+                         "WITH c, collect(h.entities_at) AS marks WHERE size(marks) = 0 "
                          "RETURN count(c)",
     # evidence naming a chunk that is gone or does not mention both ends
     "bad_evidence": "MATCH (a:Entity)-[r:RELATED]->(b:Entity) UNWIND r.evidence AS id "
@@ -37,10 +39,12 @@ BROKEN = {
                     "RETURN count(*)",
     # weight: the number of chunks whose recorded pairs name the edge, exactly
     "weight_not_pairs": "MATCH (a:Entity)-[r:RELATED]->(b:Entity) "
-                        "OPTIONAL MATCH (c:Chunk) WHERE (a.id + ' ' + b.id) IN c.pairs "
-                        "WITH r, count(c) AS n WHERE r.weight <> n RETURN count(r)",
+                        "OPTIONAL MATCH ()-[h:HAS_CHUNK]->(:Chunk) "
+                        "WHERE (a.id + ' ' + b.id) IN h.pairs "
+                        "WITH r, count(h) AS n WHERE r.weight <> n RETURN count(r)",
     # a pair a chunk recorded with no edge for it
-    "pair_without_edge": "MATCH (c:Chunk) UNWIND c.pairs AS p WITH split(p, ' ') AS ab "
+    "pair_without_edge": "MATCH ()-[h:HAS_CHUNK]->(:Chunk) UNWIND h.pairs AS p "
+                         "WITH split(p, ' ') AS ab "
                          "OPTIONAL MATCH (:Entity {id: ab[0]})-[r:RELATED]->(:Entity {id: ab[1]}) "
                          "WITH r WHERE r IS NULL RETURN count(*)",
     # evidence: at most EVIDENCE_KEEP (workers/store.py) of the chunks, never more than weight
