@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -123,12 +124,17 @@ def start_server(binaries: tuple[Path, Path], port: int, data_dir: Path, *,
 
 def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0,
                     password: str | None = None) -> None:
-    """Until the server answers PING and has loaded its data (AOF replay can take a while)."""
+    """Until the server answers PING and has loaded its data. A large store loads for long:
+    FalkorDB rebuilds its indexes on start, the vector index one insert at a time, and answers
+    nothing meanwhile (not yet answering after 20 minutes at 1M chunks, 2026-11-27). So it
+    is waited for while it works, with a line every PROGRESS_S, and given up on only after
+    ``timeout`` seconds in which it used no CPU (or, where /proc is not, ``timeout`` in all)."""
     client = redis.Redis(port=port, password=password, socket_connect_timeout=1,
                          socket_timeout=5)
-    deadline = time.monotonic() + timeout
+    started = busy_at = shown = time.monotonic()
+    used = cpu_seconds(process.pid)
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() - busy_at < timeout:
             if process.poll() is not None:
                 raise SystemExit(f"zapomni: FalkorDB exited with code {process.returncode}; "
                                  "see falkordb.log in the data directory")
@@ -139,9 +145,30 @@ def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0
                     redis.exceptions.TimeoutError):
                 pass  # not listening yet, or still loading its data (that can block a reply)
             time.sleep(0.1)
+            now, now_used = time.monotonic(), cpu_seconds(process.pid)
+            if now_used is not None and used is not None and now_used > used:
+                busy_at, used = now, now_used
+            if now - shown >= PROGRESS_S:
+                shown = now
+                print(f"zapomni: FalkorDB is still loading its data ({now - started:.0f} s; "
+                      "a large store rebuilds its vector index on start, over 20 minutes at "
+                      "1M chunks)", file=sys.stderr, flush=True)
     finally:
         client.close()
-    raise SystemExit(f"zapomni: FalkorDB did not answer on port {port} within {timeout:.0f}s")
+    raise SystemExit(f"zapomni: FalkorDB did not answer on port {port} and did no work for "
+                     f"{timeout:.0f}s; see falkordb.log in the data directory")
+
+
+PROGRESS_S = 60.0
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time a process has used, from /proc (None where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> None:
