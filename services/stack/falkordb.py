@@ -126,7 +126,7 @@ def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0
                     password: str | None = None) -> None:
     """Until the server answers PING and has loaded its data. A large store loads for long:
     FalkorDB rebuilds its indexes on start, the vector index one insert at a time, and answers
-    nothing meanwhile (not yet answering after 20 minutes at 1M chunks, 2026-11-27). So it
+    nothing meanwhile (45 minutes at 1M chunks on 2 cores, 2026-11-27). So it
     is waited for while it works, with a line every PROGRESS_S, and given up on only after
     ``timeout`` seconds in which it used no CPU (or, where /proc is not, ``timeout`` in all)."""
     client = redis.Redis(port=port, password=password, socket_connect_timeout=1,
@@ -151,7 +151,7 @@ def wait_for_server(port: int, process: subprocess.Popen, timeout: float = 600.0
             if now - shown >= PROGRESS_S:
                 shown = now
                 print(f"zapomni: FalkorDB is still loading its data ({now - started:.0f} s; "
-                      "a large store rebuilds its vector index on start, over 20 minutes at "
+                      "a large store rebuilds its vector index on start, 45 minutes at "
                       "1M chunks)", file=sys.stderr, flush=True)
     finally:
         client.close()
