@@ -84,10 +84,9 @@ COUNT = "MATCH (c:Chunk) RETURN count(c)"
 PAGE = ("MATCH (c:Chunk) WHERE id(c) > $after RETURN id(c), c.id, c.text "
         "ORDER BY id(c) LIMIT $n")
 SAMPLE = "MATCH (c:Chunk) RETURN c.text, c.embedding LIMIT $n"
-# a resumed run's FalkorDB replays its append-only file before `zapomni up` is up: at 15k
-# chunks 61 MB in 6.7 s (2026-11-27, ~0.45 ms a chunk: a file not rewritten yet replays every
-# write); at 1M it may pass the 600 s `zapomni up` itself waits (services/stack/falkordb.py)
-STARTUP_S = 900
+# a resumed run's FalkorDB loads its data and rebuilds its indexes before `zapomni up` is up:
+# at 15k chunks 6.7 s, at 1M 45 min (2026-11-27, 5.8 GB; `zapomni up` waits while it works)
+STARTUP_S = 2 * 3600
 # a paragraph of passages fits one 256-token chunk: these passages run >= 2.6 characters a
 # MiniLM token (99% of them; 2026-11-27)
 PARAGRAPH_CHARS = 600
