@@ -19,8 +19,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.bench.scaling import cpu_seconds
 from tests.bench.vectors import children
+from zapomni.services.stack.falkordb import cpu_seconds
 from zapomni.shared.tasks import tasks
 
 STATE = "curve-state.json"
@@ -74,10 +74,9 @@ def sample(state: dict, size: int, chunks: int, root_pid: int) -> None:
     cpu: dict[str, dict[str, float]] = {"falkordb": {}, "worker": {}}
     for pid, name in children(root_pid).items():
         if name in cpu:
-            try:
-                cpu[name][str(pid)] = cpu_seconds(pid)
-            except OSError:  # it ended between the listing and the read
-                continue
+            used = cpu_seconds(pid)
+            if used is not None:  # None: it ended between the listing and the read
+                cpu[name][str(pid)] = used
     leg = state["legs"].setdefault(str(size), {"samples": []})
     leg["samples"].append({"run": state["runs"], "t": round(time.time(), 2), "chunks": chunks,
                            **cpu})

@@ -40,6 +40,7 @@ from fastmcp import Client
 
 from tests.support.mcp import answer
 from tests.support.stack import Stack
+from zapomni.services.stack.falkordb import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
@@ -66,20 +67,10 @@ class Texts:
 
 ROLES = (("falkordb", "redis-server"), ("query", "zapomni.services.query"),
          ("workers", "zapomni.workers"), ("front", "zapomni.services.mcp"))
-TICK = os.sysconf("SC_CLK_TCK")
 ADDERS = 10  # sessions the adds of the mixed phase take turns on
 # adds in flight at most beside 50 searching clients: the front refuses past 64 at once
 # (services/mcp/http.py, MAX_IN_FLIGHT); at 100, 15% of the calls were refused (2026-11-27)
 ADDS_IN_FLIGHT = 10
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (all its threads) so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:  # gone meanwhile
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class Meter:
@@ -106,7 +97,8 @@ class Meter:
         return found
 
     def reading(self) -> dict[str, float]:
-        cpu = {role: sum(map(cpu_seconds, pids)) for role, pids in self.roles().items()}
+        cpu = {role: sum(cpu_seconds(pid) or 0.0 for pid in pids)  # 0: gone meanwhile
+                for role, pids in self.roles().items()}
         cpu["clients"] = sum(os.times()[:2])
         stats = {k.lower(): v for k, v in self.db.info("commandstats").items()}
         for command in ("graph.query", "graph.ro_query"):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ from tests.support.vectors import corpus
 from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
+from zapomni.services.stack.falkordb import cpu_seconds
 from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.graphstore import graph_name
@@ -48,7 +48,6 @@ from zapomni.shared.tasks.heartbeat import WORKERS_KEY
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
 TABLE = 3000  # the model embeds ~8 passages/s on this host under load: 6 minutes, once
-TICKS = os.sysconf("SC_CLK_TCK")
 SUM = re.compile(r'^zapomni_(stage|falkordb_write)_seconds_sum\{(?:stage|op)="([^"]+)"\} (\S+)$')
 
 
@@ -59,11 +58,6 @@ def documents(passages: list[str], count: int, low: int, high: int, seed: int) -
                                                         int(rng.integers(low, high + 1)),
                                                         replace=False))
             for _ in range(count)]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 async def stage_seconds(ports: list[int]) -> dict[str, float]:

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import gzip
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ from tests.support.workers import wait_tasks, worker_processes
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.services.query.app import build_app
-from zapomni.services.stack.falkordb import free_port
+from zapomni.services.stack.falkordb import cpu_seconds, free_port
 from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.api import AddReceipt, SearchRequest
 from zapomni.shared.protocol.errors import Overloaded
@@ -121,12 +120,6 @@ def raw_embedder(texts: list[str], threads: int | None = None) -> dict:
             "chunks_per_s": round(len(chunks) / elapsed, 1),
             "cpu_ms_per_chunk": round(cpu / len(chunks) * 1000, 2),
             "mean_tokens": round(statistics.fmean(tokens), 1)}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Producer:
