@@ -48,7 +48,7 @@ from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.import_graph import unread, write_contributions, write_graph
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources
-from zapomni.workers.store import link_chunks, meta_pairs, stamp_writes
+from zapomni.workers.store import index_words, link_chunks, meta_pairs
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     for start in range(0, len(rows), PUBLISH_PAGE):
         await run_query(graph, cypher_moves.IMPORT_CHUNKS[prop],
                         {"rows": rows[start : start + PUBLISH_PAGE]})
+        await index_words(graph, rows[start : start + PUBLISH_PAGE])
     for m, chunks in zip(job.memories, spans, strict=True):
         if len(chunks) > 1:
             await link_chunks(graph, m.id, len(chunks))
@@ -156,7 +157,6 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     ids = [m.id for m in job.memories if m.thread]
     for memory_id in ids:  # a later turn written by an earlier batch
         await run_query(graph, cypher_memories.LINK_TURN_AFTER, {"id": memory_id})
-    await stamp_writes(graph)  # new chunks: document frequencies are counted again
 
 
 def line_spans(text: str, chunks: list[ChunkSpan], line_offset: int = 0

@@ -4,7 +4,6 @@ writes the same graph, never a second copy."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections import defaultdict
 
 import msgspec
@@ -23,6 +22,7 @@ from zapomni.shared.store import (
     cypher_memories,
     cypher_moves,
     cypher_schema,
+    postings,
 )
 from zapomni.shared.store.graphstore import execute, meta_pair
 from zapomni.shared.store.graphstore import run as run_query
@@ -85,7 +85,13 @@ async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan
     rows = chunk_rows(memory_id, chunks, vectors)
     await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
               "chunks")
-    await stamp_writes(graph)
+    await index_words(graph, rows)
+
+
+async def index_words(graph: AsyncGraph, rows: list[dict]) -> None:
+    """The keyword signal's postings of chunks just written (shared/store/postings.py)."""
+    with FALKORDB_WRITE_SECONDS.labels("postings").time():
+        await postings.write_postings(graph, [(row["id"], row["text"]) for row in rows])
 
 
 def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray) -> list[dict]:
@@ -114,16 +120,16 @@ async def write_memories(graph: AsyncGraph, members: list[tuple[IngestJob, int]]
 async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[ChunkSpan]]],
                              vectors: np.ndarray, prop: str = "embedding") -> None:
     """The chunks of a batch's memories, (memory id, its chunks) each, with their vectors in
-    that order, in one statement; linked in order; the namespace stamped once."""
+    that order, in one statement; linked in order; their keyword postings written."""
     rows, at = [], 0
     for memory_id, chunks in members:
         rows += [{**row, "memory_id": memory_id} for row in
                  chunk_rows(memory_id, chunks, vectors[at : at + len(chunks)])]
         at += len(chunks)
     await run(graph, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows}, "chunks")
+    await index_words(graph, rows)
     await link_pairs(graph, [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
                              for i in range(len(chunks) - 1)])
-    await stamp_writes(graph)
 
 
 async def mark_all_ready(graph: AsyncGraph, members: list[IngestJob]) -> set[str]:
@@ -131,12 +137,6 @@ async def mark_all_ready(graph: AsyncGraph, members: list[IngestJob]) -> set[str
     rows = await run(graph, cypher_batch.MARK_READY, {"rows": [
         {"id": job.memory_id, "task_id": job.task_id} for job in members]}, "ready")
     return {row[0] for row in rows}
-
-
-async def stamp_writes(graph: AsyncGraph) -> None:
-    """Mark the namespace's chunks as changed, after the change: the query service counts
-    document frequencies again (a job that dies before this runs again, and stamps then)."""
-    await run(graph, cypher_schema.STAMP_WRITES, {"stamp": uuid.uuid4().hex}, "stamp")
 
 
 async def link_chunks(graph: AsyncGraph, memory_id: str, chunk_count: int) -> None:
@@ -174,7 +174,8 @@ async def delete_memory_graph(graph: AsyncGraph, memory_id: str) -> tuple[int, i
     rows = await run(graph, cypher_memories.MEMORY_CHUNK_IDS, {"id": memory_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])
     await splice_versions(graph, memory_id)
-    chunks = await _delete_chunks(graph, cypher_memories.DELETE_CHUNKS, {"id": memory_id})
+    chunks = await _delete_chunks(graph, cypher_memories.CHUNKS_TO_DELETE,
+                                  cypher_memories.DELETE_CHUNKS, {"id": memory_id})
     rows = await run(graph, cypher_memories.DELETE_MEMORY, {"id": memory_id}, "delete")
     return (int(rows[0][0]) if rows else 0), chunks
 
@@ -187,8 +188,8 @@ async def undo_memory(graph: AsyncGraph, memory_id: str, task_id: str) -> int:
                      {"id": memory_id, "task_id": task_id}, "delete")
     await forget_entities(graph, [row[0] for row in rows])  # an import's graph (moves.py)
     await run(graph, cypher_memories.UNDO_MEMORY, {"id": memory_id, "task_id": task_id}, "delete")
-    return await _delete_chunks(graph, cypher_memories.UNDO_CHUNKS,
-                                {"id": memory_id, "task_id": task_id})
+    return await _delete_chunks(graph, cypher_memories.UNDO_CHUNKS_TO_DELETE,
+                                cypher_memories.UNDO_CHUNKS, {"id": memory_id, "task_id": task_id})
 
 
 # ---- update: versions ----
@@ -225,11 +226,24 @@ async def splice_versions(graph: AsyncGraph, memory_id: str, task_id: str | None
     await run(graph, cypher_memories.SPLICE_AFTER, params, "delete")
 
 
-async def _delete_chunks(graph: AsyncGraph, query: str, params: dict) -> int:
-    chunks = await _in_batches(graph, query, params, "delete")
-    if chunks:
-        await stamp_writes(graph)
-    return chunks
+async def _delete_chunks(graph: AsyncGraph, read: str, delete: str, params: dict) -> int:
+    """Delete the chunks ``read`` finds, a batch at a time: the keyword postings forget each
+    batch first (a delete cut short between the two forgets nothing twice: they are numbered
+    once). The chunks deleted."""
+    removed = 0
+    while True:
+        rows = await run(graph, read, {**params, "batch": DELETE_BATCH}, "delete")
+        if not rows:
+            return removed
+        await postings.forget(graph, [(chunk_id, text) for chunk_id, text in rows])
+        done = await run(graph, delete, {**params, "ids": [row[0] for row in rows]}, "delete")
+        if not done or not int(done[0][0]):
+            # the memory is no longer this delete's (a newer ingest took it): its chunks stay
+            await postings.write_postings(graph, [(chunk_id, text) for chunk_id, text in rows])
+            return removed
+        removed += int(done[0][0])
+        if len(rows) < DELETE_BATCH:
+            return removed
 
 
 async def _in_batches(graph: AsyncGraph, query: str, params: dict, op: str) -> int:

@@ -9,48 +9,20 @@ import functools
 import itertools
 import math
 import re
-import threading
 from collections.abc import Iterable
 
-import snowballstemmer
-
-from zapomni.shared.text.words import WORD
+from zapomni.shared.text.words import WORD, stem, worth_matching
 
 MAX_TERMS = 32
-
-# English function words: they match nearly everything and only add noise to TF-IDF
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just me more most my myself no nor not now of off on once only or other our ours ourselves out
-over own same she should so some such than that the their theirs them themselves then there
-these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves s t d ll m re ve
-""".split())  # noqa: SIM905 - a word list reads better as text
+K1, B = 0.9, 0.4  # BM25's saturation and length normalisation
 
 
 def terms(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for word in WORD.findall(text.lower()):
-        if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
+        if worth_matching(word):
             seen.setdefault(word)
     return list(seen)[:MAX_TERMS]
-
-
-
-_STEMMERS = threading.local()  # a Snowball stemmer keeps its word in itself: one a thread
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """The word's Snowball English stem, the stemmer of FalkorDB's full-text index
-    (RediSearch's default language), so BM25 here counts the variants the index matched:
-    "configured" and "configuration" are both "configur" on both sides."""
-    stemmer = getattr(_STEMMERS, "english", None)
-    if stemmer is None:
-        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
-    return stemmer.stemWord(word)
 
 
 def idf(total: int, df: int) -> float:
@@ -110,7 +82,7 @@ def _word_from(head: str) -> re.Pattern[str]:
 
 
 def bm25(counts: dict[str, int], length: int, idf: dict[str, float], avgdl: float,
-         k1: float = 0.9, b: float = 0.4, matched: Iterable[str] = ()) -> float:
+         k1: float = K1, b: float = B, matched: Iterable[str] = ()) -> float:
     """BM25 of one chunk of ``length`` words, with ``counts`` of the query terms in it
     (``term_counts``), for the query terms in ``idf`` (keys already stemmed). ``matched``:
     query terms the full-text index found in the chunk; each counts at least once, also where

@@ -30,7 +30,6 @@ from zapomni.services.query.entities import (
     reasons,
     with_neighbours,
 )
-from zapomni.services.query.frequencies import document_frequencies
 from zapomni.services.query.fusion import (
     Candidate,
     Context,
@@ -40,7 +39,7 @@ from zapomni.services.query.fusion import (
 )
 from zapomni.services.query.hits import shape_results, why_empty
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
-from zapomni.services.query.postings import keyword_pool, pool_rows
+from zapomni.services.query.postings import keyword_pool
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.timeline import asked_order, time_prior
 from zapomni.services.query.versions import inherit
@@ -54,8 +53,7 @@ from zapomni.shared.protocol.answers import (
 )
 from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_moves, cypher_search
-from zapomni.shared.store.falkordb_internals import number_list
+from zapomni.shared.store import cypher_moves, cypher_search, postings
 from zapomni.shared.store.graphstore import (
     GraphStore,
     SearchState,
@@ -184,7 +182,7 @@ async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     graphed = request.mode == "graph" or (request.mode == "hybrid" and weights["graph"] > 0)
     if request.mode in ("hybrid", "keyword"):
-        jobs["keyword"] = keyword_signal(graph, request, params, state.stamp, total,
+        jobs["keyword"] = keyword_signal(graph, request, params, total,
                                          KEYWORD_POOL)
     if graphed:
         jobs["graph"] = graph_part(graph, request, params, total, state.code)
@@ -277,26 +275,31 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         stamp: str | None, total: int, pool: int) -> Ranked:
-    """Full-text candidates scored as sum over query terms of idf(term) x FalkorDB's term score
-    (a normalised term frequency), then re-scored with BM25. A term's document frequency is
-    how many chunks of the namespace it matches, with or without filters (cached while the
-    namespace is unchanged: services/query/frequencies.py). ``pool``: the candidates re-scored
-    (at least ``depth``). The unfiltered pool comes from the terms' best postings
-    (services/query/postings.py); a filtered one is summed in FalkorDB, and the unfiltered
-    one gives it BM25's average length."""
+                         total: int, pool: int) -> Ranked:
+    """Full-text candidates by BM25 over the query's terms, then re-scored with BM25 over the
+    pool's own average length. A term's document frequency is how many chunks of the
+    namespace hold its stem, with or without filters (the size of its postings:
+    shared/store/postings.py). ``pool``: the candidates re-scored (at least ``depth``). The
+    unfiltered pool is summed from the postings (services/query/postings.py); a filtered one
+    is summed in FalkorDB, and the unfiltered one gives it BM25's average length."""
     words = terms(request.query)
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
-    df = await document_frequencies(graph, request.namespace, words, stamp)
-    rarity = {w: idf(total, df.get(w, 0)) for w in words}
-    weighted = [[w, rarity[w]] for w in words if df.get(w)]
+    stems = {word: stem(word) for word in words}
+    unique = list(dict.fromkeys(stems.values()))
+    sizes = dict(zip(unique, await postings.term_sizes(graph, unique), strict=True))
+    df = {word: min(sizes[stems[word]], total) for word in words}
+    rarity = {w: idf(total, df[w]) for w in words}
+    weighted = [[w, rarity[w]] for w in words if df[w]]
     if not weighted:
         return []
     pool = max(params["depth"], pool)
     common = max(COMMON_TERM_SHARE * total, 2 * pool)  # fewer postings are cheap to sum
     chosen = pool_terms(weighted, df, common)
-    everywhere = unfiltered_pool(graph, request.namespace, stamp, chosen, df, params, pool)
+    first = {}  # the postings are a stem's: the first word of each
+    for word, weight in chosen:
+        first.setdefault(stems[word], [word, weight])
+    everywhere = keyword_pool(graph, list(first.values()), pool, params)
     if not request.filters.active:
         rows = await everywhere
         return rescore(rows, rows, rarity)[:params["depth"]]
@@ -304,18 +307,6 @@ async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict
         graph, cypher_search.KEYWORD_POOL, {**params, "weighted": chosen, "pool": pool},
         read_only=True))
     return rescore(rows, unfiltered, rarity)[:params["depth"]]
-
-
-async def unfiltered_pool(graph: AsyncGraph, namespace: str, stamp: str | None,
-                          chosen: list[list[Any]], df: dict[str, int], params: dict[str, Any],
-                          pool: int) -> list[list[Any]]:
-    """The pool's rows without filters: the best ``2 x pool`` chunks by the sum, then the
-    first ``pool`` of them that are visible."""
-    best = await keyword_pool(graph, namespace, stamp, chosen, df, 2 * pool)
-    found = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
-        "nodes": number_list([b[1] for b in best]), "pool": pool, "now": params["now"],
-        "superseded": params["superseded"]})
-    return pool_rows(best, found, pool)
 
 
 def rescore(rows: list[list[Any]], unfiltered: list[list[Any]],

@@ -19,12 +19,13 @@ from typing import Any
 
 from falkordb.asyncio.graph import AsyncGraph
 
-from zapomni.services.query.keyword import STOPWORDS, stem, terms
+from zapomni.services.query.keyword import terms
 from zapomni.shared.protocol.answers import EntityDetail, EntityHit, Relation, Use
 from zapomni.shared.store import cypher_code, cypher_search
 from zapomni.shared.store.graphstore import run
 from zapomni.shared.text.code_symbols import name_words
 from zapomni.shared.text.entities import entity_id
+from zapomni.shared.text.words import STOPWORDS, stem
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 CANDIDATES = 200  # symbols the full-text index brings per question

@@ -70,9 +70,11 @@ RETURN count(m)
 # a delete: the chunks by their memory_id, in batches, then the memory (workers/store.py says
 # why in that order)
 DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m RETURN count(m)"
+# a memory's chunks are deleted a batch at a time: read (id and text: the keyword postings
+# forget them first, shared/store/postings.py), then deleted by id
+CHUNKS_TO_DELETE = "MATCH (c:Chunk {memory_id: $id}) RETURN c.id, c.text LIMIT $batch"
 DELETE_CHUNKS = """
-MATCH (c:Chunk {memory_id: $id})
-WITH c LIMIT $batch
+UNWIND $ids AS cid MATCH (c:Chunk {id: cid})
 DETACH DELETE c
 RETURN count(c)
 """
@@ -87,12 +89,14 @@ DETACH DELETE m RETURN count(m)
 # (FalkorDB 4.22 folds "OPTIONAL MATCH ... WITH m WHERE" into the optional match, so that m
 # becomes null instead of the row going: measured, it deleted a newer memory's chunks. The
 # aggregate keeps the test after the match)
-UNDO_CHUNKS = """
+_UNDOING = """
 OPTIONAL MATCH (m:Memory {id: $id})
 WITH count(m) AS memories, collect(coalesce(m.task_id, '')) AS writers
 WHERE memories = 0 OR writers[0] = $task_id
-MATCH (c:Chunk {memory_id: $id})
-WITH c LIMIT $batch
+"""
+UNDO_CHUNKS_TO_DELETE = (_UNDOING
+                         + "MATCH (c:Chunk {memory_id: $id}) RETURN c.id, c.text LIMIT $batch")
+UNDO_CHUNKS = _UNDOING + """UNWIND $ids AS cid MATCH (c:Chunk {id: cid})
 DETACH DELETE c
 RETURN count(c)
 """

@@ -1,5 +1,5 @@
 """The Cypher of a namespace as a whole: its indexes, its stored shape's version and the
-steps that migrate it (shared/store/migrate.py), its embedding model, its write stamp and what a
+steps that migrate it (shared/store/migrate.py), its embedding model and what a
 search reads of it first.
 
 Every Cypher query Zapomni runs is a constant with ``$params`` in a module of this package
@@ -102,21 +102,16 @@ READ_MODEL = """
 MATCH (x:ZapomniMeta {key: 'embedding'}) RETURN x.model, x.dim, coalesce(x.prop, 'embedding')
 """
 
-# every write or delete of chunks stamps the namespace afresh (a random token, so a graph
-# dropped and made again never repeats one): the query service's cache of document
-# frequencies (services/query/frequencies.py) is valid only for the stamp it was counted at
-STAMP_WRITES = "MERGE (x:ZapomniMeta {key: 'writes'}) SET x.stamp = $stamp"
 # what a search reads of its namespace before anything else, in one query: the model
-# (READ_MODEL's columns), the write stamp, the chunks (idf's N) and the thread links (THEN
+# (READ_MODEL's columns), the chunks (idf's N) and the thread links (THEN
 # edges). The counts come from db.meta.stats(), FalkorDB's per-label and per-type counters:
 # O(1), as count() over a whole label is on its own (and is not after another clause)
 SEARCH_STATE = """
 CALL db.meta.stats() YIELD labels, relTypes
 OPTIONAL MATCH (x:ZapomniMeta {key: 'embedding'})
-OPTIONAL MATCH (w:ZapomniMeta {key: 'writes'})
 OPTIONAL MATCH (v:ZapomniMeta {key: 'versions'})
 OPTIONAL MATCH (k:ZapomniMeta {key: 'code'})
-RETURN x.model, x.dim, coalesce(x.prop, 'embedding'), w.stamp,
+RETURN x.model, x.dim, coalesce(x.prop, 'embedding'),
        coalesce(labels['Chunk'], 0), coalesce(relTypes['THEN'], 0), v IS NOT NULL,
        k IS NOT NULL
 """
@@ -126,3 +121,13 @@ MARK_CODE = "MERGE (x:ZapomniMeta {key: 'code'})"
 # a namespace where update_memory has replaced a memory says so (search then reads older
 # versions too, for the current one to inherit what they match: services/query/versions.py)
 MARK_VERSIONS = "MERGE (x:ZapomniMeta {key: 'versions'})"
+
+# version 5 (shared/store/postings.py backfill): the last node id of a chunk, and the chunks
+# among a range of node ids (FalkorDB seeks a range of ids, it does not scan the label)
+MAX_CHUNK_NODE = "MATCH (c:Chunk) RETURN max(id(c))"
+CHUNKS_BY_NODE = "MATCH (c:Chunk) WHERE id(c) >= $from AND id(c) < $to RETURN c.id, c.text"
+# version 5 also drops the write stamp (ZapomniMeta 'writes'): its readers, the query
+# service's caches of document frequencies and postings, are gone
+MIGRATE_DROP_STAMP = """
+MATCH (x:ZapomniMeta {key: 'writes'}) WITH x LIMIT $batch DELETE x RETURN count(x)
+"""

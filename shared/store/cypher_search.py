@@ -63,43 +63,13 @@ KEYWORD_POOL = (
     + "WITH m, c, sum(t[1] * score) AS score, collect(t[0]) AS matched "
     "ORDER BY score DESC, c.id ASC LIMIT $pool" + RETURN_HIT + ", matched, c.words"
 )
-# a term's best postings (services/query/postings.py, unfiltered searches): the node (to group
-# by), the chunk id (ties) and the score; $limit rows at most, highest score first (FalkorDB
-# sorts them; the procedure yields every posting, in the index's order)
-KEYWORD_TOP = (
-    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c, score "
-    "WITH c, score ORDER BY score DESC LIMIT $limit RETURN id(c), c.id, score"
-)
-# the node ids of all a term's postings, as one string of decimals joined by commas: a
-# posting costs ~0.1 us to parse so, against ~5 us as a row of cells (services/query/postings.py
-# needs them to know which chunks a term is not in)
-KEYWORD_MEMBERS = (
-    "CALL db.idx.fulltext.queryNodes('Chunk', $term) YIELD node AS c "
-    "RETURN string.join(collect(toString(id(c))), ',')"
-)
-# a term's score in given chunks: $probes, [term, [node id, ...]] pairs; a chunk the term is
-# not in has no row
-KEYWORD_PROBE = (
-    "UNWIND $probes AS p CALL db.idx.fulltext.queryNodes('Chunk', p[0]) "
-    "YIELD node AS c, score WITH p, c, score WHERE id(c) IN p[1] "
-    "RETURN p[0], id(c), c.id, score"
-)
-# the rows of the pool so chosen (services/query/postings.py): $nodes, the chosen chunks'
-# node ids, best first; the first $pool of them that are visible, in that order (a chunk's
-# text is read for those only). The caller checks each row's c.id against the chunk it chose
-# (a node id freed by a delete since the postings were read can name another chunk)
+# the rows of the keyword pool's chunks (services/query/postings.py): $ids, chunk ids, best
+# first; those visible (a chunk's text is read for those only). The caller checks each text
+# against the postings' CRC and keeps the order
 KEYWORD_POOL_ROWS = (
-    "UNWIND range(0, size($nodes) - 1) AS i MATCH (c:Chunk) WHERE id(c) = $nodes[i] "
-    "WITH i, c MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
-    + "WITH i, m, c ORDER BY i LIMIT $pool "
-    "RETURN $nodes[i], m.id, c.id, c.text, c.char_start, c.char_end, c.words"
-)
-# how many chunks each term matches: BM25's document frequency, over the whole namespace
-# (a few of memories still being ingested too): a filter narrows the results, it does not
-# make a word rarer or more common
-KEYWORD_DF_ALL = (
-    "UNWIND $terms AS term CALL db.idx.fulltext.queryNodes('Chunk', term) YIELD node AS c "
-    "RETURN term, count(c)"
+    "UNWIND $ids AS cid MATCH (c:Chunk {id: cid}) WITH c "
+    "MATCH (m:Memory)-[:HAS_CHUNK]->(c) WHERE " + VISIBLE
+    + "RETURN m.id, c.id, c.text, c.char_start, c.char_end, c.words"
 )
 
 # conversation context: for each candidate's memory, the memories added just before and

@@ -1,5 +1,5 @@
 """FalkorDB: the connection, one graph per namespace, and what a search reads of one first
-(its embedding model, write stamp and counts). Every query goes through ``run`` so library
+(its embedding model and counts). Every query goes through ``run`` so library
 errors are translated in one place. A namespace is prepared for writes (indexes, stored
 shape, model) by shared/store/migrate.py."""
 
@@ -61,9 +61,11 @@ def read_timeout_ms(settings: Settings) -> int:
 class Graph(AsyncGraph):
     """One namespace's graph; its reads carry FalkorDB's per-query time limit."""
 
-    def __init__(self, db: FalkorDB, name: str, read_timeout: int) -> None:
+    def __init__(self, db: FalkorDB, name: str, read_timeout: int, raw: Any) -> None:
         super().__init__(db, name)
         self.read_timeout = read_timeout  # milliseconds
+        self.key = name  # the graph's key
+        self.raw = raw  # a client of the same server returning bytes (shared/store/postings.py)
         self.vector_prop = "embedding"  # where its chunks' vectors are (search_state says)
 
 
@@ -93,6 +95,9 @@ class GraphStore:
             self.db = falkordb_on(self.cluster, bounded(self.cluster.execute_command,
                                                         max_connections,
                                                         settings.request_timeout))
+            self.raw: Any = RedisCluster(**{**address, "decode_responses": False},
+                                         max_connections=max_connections,
+                                         require_full_coverage=False)
             return
         # a blocking pool: a burst of queries waits for a free connection (up to
         # request_timeout) instead of failing at once with "Too many connections" (measured:
@@ -100,14 +105,21 @@ class GraphStore:
         self.pool = redis.asyncio.BlockingConnectionPool(
             **address, max_connections=max_connections, timeout=settings.request_timeout)
         self.db = FalkorDB(connection_pool=self.pool)
+        self.raw = redis.asyncio.Redis(connection_pool=redis.asyncio.BlockingConnectionPool(
+            **{**address, "decode_responses": False}, max_connections=max_connections,
+            timeout=settings.request_timeout))
 
     def graph(self, namespace: str) -> Graph:
-        return Graph(self.db, graph_name(namespace), read_timeout_ms(self.settings))
+        return Graph(self.db, graph_name(namespace), read_timeout_ms(self.settings), self.raw)
 
     async def aclose(self) -> None:
         for client in self.nodes.values():
             await client.aclose(close_connection_pool=True)
         await self.db.connection.aclose()
+        if self.cluster is None:
+            await self.raw.aclose(close_connection_pool=True)
+        else:
+            await self.raw.aclose()
         if self.pool is not None:
             await self.pool.aclose()
 
@@ -226,7 +238,6 @@ class SearchState(NamedTuple):
     """What a search reads of its namespace first (cypher_schema.SEARCH_STATE)."""
 
     prop: str  # the chunk property of this model's vectors ('' when nothing is stored yet)
-    stamp: str  # the write stamp ('' before the namespace's first write)
     chunks: int
     threads: int  # THEN edges: turns linked in conversations
     versions: bool = False  # update_memory replaced a memory here (cypher_schema.MARK_VERSIONS)
@@ -236,7 +247,7 @@ class SearchState(NamedTuple):
 async def search_state(store: GraphStore, namespace: str, model: str, dim: int
                        ) -> SearchState:
     """For readers: the chunk property that holds this model's vectors ('' when the namespace
-    holds nothing yet), with the stamp and counts a search needs, in one read. Raises when
+    holds nothing yet), with the counts a search needs, in one read. Raises when
     the namespace is built with another model. Read on every search: a reembed switches the
     namespace to its new model at any time."""
     try:
@@ -246,9 +257,9 @@ async def search_state(store: GraphStore, namespace: str, model: str, dim: int
             raise
         rows = []  # no graph yet: a read of a key that does not exist is refused
     if not rows or rows[0][0] is None:
-        return SearchState("", "", 0, 0)
-    model_had, dim_had, prop, stamp, chunks, threads, versions, code = rows[0]
+        return SearchState("", 0, 0)
+    model_had, dim_had, prop, chunks, threads, versions, code = rows[0]
     if (model_had, int(dim_had)) != (model, dim):
         raise model_mismatch(namespace, (model_had, int(dim_had)), (model, dim))
-    return SearchState(prop or cypher_moves.PROPS[0], str(stamp or ""),
-                       int(chunks), int(threads), bool(versions), bool(code))
+    return SearchState(prop or cypher_moves.PROPS[0], int(chunks), int(threads),
+                       bool(versions), bool(code))

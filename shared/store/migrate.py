@@ -19,18 +19,22 @@ Versions:
   4  a chunk's graph state (entities_at, graph_task, pairs, code_targets) on its HAS_CHUNK
      edge instead of the chunk (setting it there indexes nothing heavy), code_targets'
      index with it
+  5  the keyword signal's postings of every chunk, kept in Redis beside the graph
+     (shared/store/postings.py): a Python step, a page of node ids at a time; the write
+     stamp dropped (nothing reads it)
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.exceptions
 
 from zapomni.shared.protocol.errors import StoreError
-from zapomni.shared.store import cypher_moves, cypher_schema
+from zapomni.shared.store import cypher_moves, cypher_schema, postings
 from zapomni.shared.store.graphstore import (
     GRAPH_PREFIX,
     HNSW,
@@ -43,13 +47,15 @@ from zapomni.shared.store.graphstore import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BATCH = 5000  # memories a step changes per statement
 # the steps that reach each version, each run until it changes fewer than BATCH
-STEPS: dict[int, tuple[str, ...]] = {2: (cypher_schema.MIGRATE_EVENT_TIME,
-                                         cypher_schema.MIGRATE_VERSIONS_MARK),
-                                     3: (cypher_schema.MIGRATE_ENTITY_TYPES,),
-                                     4: (cypher_schema.MIGRATE_MARKS,)}
+# (a function: a step that needs more than Cypher, run once with the graph)
+STEPS: dict[int, tuple[str | Callable[[Graph], Awaitable[int]], ...]] = {
+    2: (cypher_schema.MIGRATE_EVENT_TIME, cypher_schema.MIGRATE_VERSIONS_MARK),
+    3: (cypher_schema.MIGRATE_ENTITY_TYPES,),
+    4: (cypher_schema.MIGRATE_MARKS,),
+    5: (postings.backfill, cypher_schema.MIGRATE_DROP_STAMP)}
 # a step whose statement writes what FalkorDB indexes again (every chunk's vector and text)
 # holds the graph's write lock longer a row: version 4's marks moved 2.2 ms a chunk at 10k
 # chunks (scratch run of write_cost's fill, 2026-11-27), so 5,000 a statement held it 11 s;
@@ -76,6 +82,9 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
     for step in range(version + 1, SCHEMA_VERSION + 1):
         await drop_indexes(graph, namespace, DROPS.get(step, ()))
         for query in STEPS[step]:
+            if callable(query):
+                changed += await query(graph)
+                continue
             batch = STEP_BATCH.get(query, BATCH)
             while True:
                 rows = await run(graph, query, {"batch": batch})
@@ -85,7 +94,7 @@ async def migrate_namespace(store: GraphStore, namespace: str) -> int:
                     break
         await create_indexes(graph, namespace, [(q, None) for q in ADDS.get(step, ())])
         await run(graph, cypher_schema.WRITE_SCHEMA, {"version": step})
-    log.info("namespace %s migrated from schema version %d to %d (%d memories changed)",
+    log.info("namespace %s migrated from schema version %d to %d (%d memories or chunks changed)",
              namespace, version, SCHEMA_VERSION, changed)
     return changed
 

@@ -58,7 +58,7 @@ from tests.support.vectors import embedded, passages
 from zapomni.services.stack.falkordb import ensure_binaries, free_port, start_server, stop_process
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
-from zapomni.shared.store import cypher_graph, cypher_memories, cypher_schema
+from zapomni.shared.store import cypher_graph, cypher_memories
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.workers.store import chunk_rows, link_chunks, mark_ready, write_chunks, write_memory
@@ -72,7 +72,7 @@ WINDOW = 5000  # fill chunks a CPU sample
 PERF_WINDOW = 3000
 MERGE = cypher_memories.MERGE_CHUNKS
 OPS = {MERGE: "chunks", cypher_memories.MERGE_MEMORY: "memory", cypher_memories.LINK_CHUNKS:
-       "link", cypher_memories.MARK_READY: "ready", cypher_schema.STAMP_WRITES: "stamp"}
+       "link", cypher_memories.MARK_READY: "ready"}
 
 
 # what a graph build sets for each chunk it read (the head of
@@ -238,7 +238,7 @@ async def probe(graph, chunks: Chunks, pid: int, name: str, count: int, tag: str
         await timed.query(statement, {"memory_id": memory, "rows": rows})
     used, seconds = cpu_seconds(pid) - cpu, time.perf_counter() - started
     for memory, _, _ in docs:
-        await graph.query(cypher_memories.DELETE_CHUNKS, {"id": memory, "batch": 1000})
+        await graph.query("MATCH (c:Chunk {memory_id: $id}) DETACH DELETE c", {"id": memory})
         await graph.query(cypher_memories.DELETE_MEMORY, {"id": memory})
     written = len(docs) * PROBE_CHUNKS
     return {"cpu_s": used, "wall_s": seconds, "chunks": written,
@@ -420,7 +420,7 @@ ATTRIBUTION = (  # (what, minuend, subtrahend) of the probes' per-chunk costs
     ("HAS_CHUNK edge", "chunk statement", "no edge"),
     ("MERGE against CREATE", "chunk statement", "CREATE"),
     ("SET after CREATE", "CREATE", "CREATE with every property"),
-    ("memory, stamp, links, ready", "product", "chunk statement"),
+    ("memory, links, ready", "product", "chunk statement"),
 )
 
 

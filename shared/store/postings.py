@@ -1,0 +1,231 @@
+"""The keyword signal's postings, kept by the workers beside FalkorDB's full-text index and
+read whole by the query service (``graph``: a Graph of shared/store/graphstore.py, whose
+``raw`` client answers bytes). For each stem of a namespace, one Redis string of fixed
+records (the chunk's number, the stem's count in it, the chunk's length in words), appended
+as chunks are written.
+
+Why not FalkorDB's own index: its full-text procedure yields every match of a term one row at
+a time (~5 us a row) with no top-k to push down, so at 1M chunks a question's terms cost
+0.9-1.9 s (docs/benchmarks.md, the 1M curve). As one string a posting is 8 bytes to read and
+a few nanoseconds of numpy (services/query/postings.py).
+
+Keys carry the graph's name as a hash tag, so in a cluster they live on the graph's master
+(``{zapomni:ns:NAME}:kw:`` and): ``t:STEM`` the postings; ``df`` a hash of each stem's live
+chunks (BM25's document frequency); ``seqof`` a hash of each live chunk's number; ``chunks``
+the id behind each number (SLOT bytes at number x SLOT); ``seq`` the last number given;
+``words`` the live chunks' words (BM25's average length); ``backfill`` version 5's cursor.
+
+A chunk is numbered once while it lives: CLAIM gives the number it has or a new one, and
+counts its stems and words only then, in one script, so a job that runs again appends the
+same postings again (the reader adds a chunk once per term) and counts nothing twice. A
+delete (FORGET, before the chunk goes) uncounts it and drops its number; its postings stay,
+and the reader skips them, as the number is no longer the chunk's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+
+from zapomni.shared.protocol.errors import Unavailable
+from zapomni.shared.store import cypher_schema
+from zapomni.shared.store.graphstore import UNREACHABLE, run
+from zapomni.shared.text.words import WORD, count_words, stem, worth_matching
+
+log = logging.getLogger(__name__)
+
+RECORD = np.dtype([("seq", "<u4"), ("tf", "<u2"), ("dl", "<u2")])
+SLOT = 48  # a chunk id: "mem_", 32 hex digits, ":" and its index (38-44 bytes)
+MAX_COUNT = 0xFFFF  # a count or length past 16 bits is kept as this (BM25 saturates long before)
+# chunks a script counts at most: the server runs nothing else meanwhile (~70 stems a chunk,
+# ~1 us each: ~15 ms)
+SCRIPT_CHUNKS = 200
+
+
+def prefix(graph_key: str) -> str:
+    return "{" + graph_key + "}:kw:"
+
+
+def term_key(graph_key: str, term: str) -> str:
+    return prefix(graph_key) + "t:" + term
+
+
+def chunk_terms(text: str) -> Counter[str]:
+    """The stems of a chunk's words the keyword signal matches, with their counts (as a
+    question's words become terms: services/query/keyword.py)."""
+    return Counter(stem(word) for word in WORD.findall(text.lower()) if worth_matching(word))
+
+
+def slot(chunk_id: str) -> bytes:
+    name = chunk_id.encode()
+    if len(name) > SLOT:
+        raise ValueError(f"chunk id {chunk_id[:80]!r} is longer than {SLOT} bytes")
+    return name.ljust(SLOT, b"\0")
+
+
+async def write_postings(graph: Any, chunks: list[tuple[str, str]]) -> None:
+    """Number the chunks, (chunk id, text) each, count them and append their postings."""
+    keys = prefix(graph.key)
+    for start in range(0, len(chunks), SCRIPT_CHUNKS):
+        counted = counts_of(chunks[start : start + SCRIPT_CHUNKS])
+        seqs = await script(graph, CLAIM, counted)
+        postings: defaultdict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        pipe = graph.raw.pipeline(transaction=False)
+        for seq, (chunk_id, counts, length) in zip(seqs, counted, strict=True):
+            for term, count in counts.items():
+                postings[term].append((seq, min(count, MAX_COUNT), length))
+            pipe.setrange(keys + "chunks", seq * SLOT, slot(chunk_id))
+        for term, rows in postings.items():
+            pipe.append(term_key(graph.key, term), np.array(rows, RECORD).tobytes())
+        await execute(pipe)
+
+
+async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
+    """Before chunks, (chunk id, text) each, are deleted: uncount them, drop their numbers."""
+    for start in range(0, len(chunks), SCRIPT_CHUNKS):
+        await script(graph, FORGET, counts_of(chunks[start : start + SCRIPT_CHUNKS]))
+
+
+def counts_of(chunks: list[tuple[str, str]]) -> list[tuple[str, Counter[str], int]]:
+    return [(chunk_id, chunk_terms(text), min(count_words(text), MAX_COUNT))
+            for chunk_id, text in chunks]
+
+
+# KEYS: seqof, df, seq, words; ARGV: per chunk its id, length, stem count, stems
+CLAIM = """
+local out, i = {}, 1
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  local seq = redis.call('HGET', KEYS[1], ARGV[i])
+  if not seq then
+    seq = redis.call('INCR', KEYS[3])
+    redis.call('HSET', KEYS[1], ARGV[i], seq)
+    redis.call('INCRBY', KEYS[4], ARGV[i + 1])
+    for j = 1, n do redis.call('HINCRBY', KEYS[2], ARGV[i + 2 + j], 1) end
+  end
+  out[#out + 1] = tonumber(seq)
+  i = i + 3 + n
+end
+return out
+"""
+FORGET = """
+local gone, i = 0, 1
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    redis.call('DECRBY', KEYS[4], ARGV[i + 1])
+    for j = 1, n do
+      if redis.call('HINCRBY', KEYS[2], ARGV[i + 2 + j], -1) <= 0 then
+        redis.call('HDEL', KEYS[2], ARGV[i + 2 + j])
+      end
+    end
+    gone = gone + 1
+  end
+  i = i + 3 + n
+end
+return {gone}
+"""
+
+
+async def script(graph: Any, source: str, counted: list[tuple[str, Counter[str], int]]
+                 ) -> list[int]:
+    if not counted:
+        return []
+    keys = prefix(graph.key)
+    args: list[Any] = []
+    for chunk_id, counts, length in counted:
+        args += [chunk_id, length, len(counts), *counts]
+    try:
+        return [int(x) for x in await graph.raw.eval(
+            source, 4, keys + "seqof", keys + "df", keys + "seq", keys + "words", *args)]
+    except UNREACHABLE as exc:
+        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+
+
+async def term_sizes(graph: Any, terms: list[str]) -> list[int]:
+    """How many live chunks hold each term (BM25's document frequency)."""
+    pipe = graph.raw.pipeline(transaction=False)
+    pipe.hmget(prefix(graph.key) + "df", terms)
+    return [int(size or 0) for size in (await execute(pipe))[0]]
+
+
+async def read_terms(graph: Any, terms: list[str]) -> tuple[list[np.ndarray], float]:
+    """Each term's postings (RECORD arrays) and the average length of a live chunk."""
+    keys = prefix(graph.key)
+    pipe = graph.raw.pipeline(transaction=False)
+    pipe.hlen(keys + "seqof")
+    pipe.get(keys + "words")
+    for term in terms:
+        pipe.get(term_key(graph.key, term))
+    chunks, words, *blobs = await execute(pipe)
+    return ([np.frombuffer(blob or b"", RECORD) for blob in blobs],
+            int(words or 0) / max(int(chunks), 1))
+
+
+async def live_chunks(graph: Any, seqs: list[int]) -> list[str]:
+    """The chunk id behind each number, or "" where the number is no longer its chunk's (it
+    was deleted; its id may since be written again under another number)."""
+    keys = prefix(graph.key)
+    pipe = graph.raw.pipeline(transaction=False)
+    for seq in seqs:
+        pipe.getrange(keys + "chunks", seq * SLOT, seq * SLOT + SLOT - 1)
+    ids = [raw.rstrip(b"\0").decode() for raw in await execute(pipe)]
+    if not ids:
+        return []
+    pipe = graph.raw.pipeline(transaction=False)
+    pipe.hmget(keys + "seqof", ids)
+    owners = (await execute(pipe))[0]
+    return [chunk if owner is not None and int(owner) == seq else ""
+            for seq, chunk, owner in zip(seqs, ids, owners, strict=True)]
+
+
+async def execute(pipe: Any) -> list[Any]:
+    """The pipeline's answers; the server away is Unavailable, as for every graph query."""
+    try:
+        return await pipe.execute()
+    except UNREACHABLE as exc:
+        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+
+
+# version 5's step (shared/store/migrate.py): node ids a page, from a cursor in Redis
+PAGE_IDS = 2_000
+PROGRESS_S = 60
+LOCK_MS = 60_000
+
+
+async def backfill(graph: Any) -> int:
+    """The postings of every chunk written before there were any, a page of node ids at a
+    time from a cursor kept beside them, so a migration cut short goes on where it stopped
+    (CLAIM numbers a chunk of the page it was in once). Workers that start together wait for
+    the one holding the lock (a holder that died frees it after LOCK_MS). The chunks read."""
+    keys, token = prefix(graph.key), uuid.uuid4().hex
+    while not await graph.raw.set(keys + "backfill:lock", token, nx=True, px=LOCK_MS):
+        await asyncio.sleep(1)
+    try:
+        rows = await run(graph, cypher_schema.MAX_CHUNK_NODE, read_only=True)
+        last = int(rows[0][0]) if rows and rows[0][0] is not None else -1
+        start = int(await graph.raw.get(keys + "backfill") or 0)
+        done, shown = 0, time.monotonic()
+        while start <= last:
+            page = await run(graph, cypher_schema.CHUNKS_BY_NODE,
+                             {"from": start, "to": start + PAGE_IDS}, read_only=True)
+            await write_postings(graph, [(chunk_id, text) for chunk_id, text in page])
+            start += PAGE_IDS
+            pipe = graph.raw.pipeline(transaction=False)
+            pipe.set(keys + "backfill", start)
+            pipe.pexpire(keys + "backfill:lock", LOCK_MS)
+            await execute(pipe)
+            done += len(page)
+            if time.monotonic() - shown > PROGRESS_S:
+                shown = time.monotonic()
+                log.info("%s: keyword postings of %d chunks written (node %d of %d)",
+                         graph.key, done, start, last)
+        return done
+    finally:
+        if await graph.raw.get(keys + "backfill:lock") == token.encode():
+            await graph.raw.delete(keys + "backfill:lock")
