@@ -13,18 +13,17 @@ structure; the questions' projections are put in the query service's embedding c
 vector signal is then a second lexical signal, so hybrid nDCG here is not the product's; the
 keyword signal, the part changed and measured, is the same.
 
-Written with the workers' store functions (25 distractors per memory) into `zapomni up`'s
-FalkorDB; searched in process (search_memory, the query service's own function, query
-vectors cached in Redis), each variant: every question once to warm (the first ask, where
-every term's postings are read), then timed in hybrid mode, then nDCG@10 of hybrid and
-keyword. Variants: every posting of each pool term read and summed (the pool as it was
-chosen before the threshold algorithm: its first read unbounded); the threshold algorithm
-over each term's best postings (services/query/postings.py); the same with every question
-term choosing the pool (no COMMON_TERM_SHARE cut). For each, the postings read on the first
-ask of a question: rows that crossed the wire, and the postings FalkorDB iterated for them
-(each read or probe of a term walks all its postings). ``--profile``: each FalkorDB query of
-the last variant timed. Prints a table; writes tests/bench/results/keyword_scale.json. Not
-part of the test suite.
+Written with the workers' store functions (25 distractors per memory; they write the keyword
+postings too) into `zapomni up`'s FalkorDB; searched in process (search_memory, the query
+service's own function, query vectors cached in Redis), each variant: every question once
+(the first ask), then timed again in hybrid mode, then nDCG@10 of hybrid and keyword.
+Variants: the pool from the workers' postings, BM25 summed over every posting of each pool
+term (services/query/postings.py, the product); the same with every question term choosing
+the pool (no COMMON_TERM_SHARE cut); and the exhaustive sum the pool was before, idf x
+FalkorDB's term score summed over every posting in FalkorDB (cypher_search.KEYWORD_POOL,
+without filters): the reference the issue's nDCG target names. For each, the postings read
+a search. ``--profile``: each FalkorDB query of the product's searches timed. Prints a
+table; writes tests/bench/results/keyword_scale.json. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ import redis.asyncio
 
 from tests.bench.retrieval import load_beir, ndcg
 from tests.support.stack import Stack
-from zapomni.services.query import frequencies, search
-from zapomni.services.query import postings as postings_cache
+from zapomni.services.query import search
 from zapomni.services.query.search import QUERY_CACHE_MAX, QUERY_CACHE_TTL, search_memory
 from zapomni.shared.embedding import vector_cache
 from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
@@ -57,7 +55,10 @@ from zapomni.shared.embedding.vector_cache import VectorCache
 from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.settings import Settings
+from zapomni.shared.store import cypher_search
+from zapomni.shared.store import postings as shared_postings
 from zapomni.shared.store.graphstore import GraphStore, indexes_building
+from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.text.words import WORD
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
@@ -167,58 +168,45 @@ async def ask(store, embedder, client, settings, queries, mode: str) -> tuple[li
 
 
 class Reads:
-    """What the keyword pool reads (postings.read_tops and postings.probe, wrapped): rows
-    with a score that crossed the wire (prefixes, probes), members (node ids only, as one
-    string), and the postings FalkorDB walked for them (a read, a member list or a probe of a
-    term walks every posting of it: its document frequency)."""
+    """The postings a search reads from the workers' keyword postings (postings.read_terms,
+    wrapped)."""
 
     def __init__(self) -> None:
-        self.rows, self.members, self.walked = 0, 0, 0
-        self.plain = postings_cache.read_tops, postings_cache.probe
+        self.postings = 0
+        self.plain = shared_postings.read_terms
 
     def __enter__(self) -> Reads:
-        read_tops, probe = self.plain
+        plain = self.plain
 
-        async def counted_read(graph, limits, held=None):
-            found = await read_tops(graph, limits, held)
-            listed = [t for t in limits if t not in (held or {}) and limits[t] is not None]
-            self.rows += sum(len(top.scores) for top in found.values())
-            self.members += sum(len(found[t].members) for t in listed)
-            self.walked += self.df([*limits, *listed])
-            return found
+        async def counted(graph, terms):
+            arrays, average = await plain(graph, terms)
+            self.postings += sum(len(a) for a in arrays)
+            return arrays, average
 
-        async def counted_probe(graph, tops, probes):
-            found = await probe(graph, tops, probes)
-            self.rows += sum(len(found[t].probed) - len(tops[t].probed) for t in probes)
-            self.walked += self.df(probes)
-            return found
-
-        postings_cache.read_tops, postings_cache.probe = counted_read, counted_probe
+        shared_postings.read_terms = counted
         return self
 
-    @staticmethod
-    def df(terms) -> int:
-        return sum(frequencies.CACHE._entries.get(("default", t), (None, 0))[1] for t in terms)
-
     def __exit__(self, *exc) -> None:
-        postings_cache.read_tops, postings_cache.probe = self.plain
+        shared_postings.read_terms = self.plain
+
+
+async def falkordb_sum(graph, weighted, pool: int, params: dict) -> list:
+    """The pool as it was: idf x FalkorDB's term score summed over every posting of each pool
+    term, in FalkorDB (KEYWORD_POOL with no filter set)."""
+    return await run_query(graph, cypher_search.KEYWORD_POOL, {**params, "weighted": weighted,
+                                                         "pool": pool}, read_only=True)
 
 
 async def variant(name: str, store, embedder, client, settings, queries, doc_of) -> dict:
-    frequencies.CACHE.clear()
-    postings_cache.CACHE.clear()
-    rows, members, walked = [], [], []
+    read = []
     with Reads() as reads:
         cold = []
         for query in queries:
-            before = reads.rows, reads.members, reads.walked
+            before = reads.postings
             times, _ = await ask(store, embedder, client, settings, [query], "hybrid")
             cold += times
-            rows.append(reads.rows - before[0])
-            members.append(reads.members - before[1])
-            walked.append(reads.walked - before[2])
+            read.append(reads.postings - before)
         warm, hybrid = await ask(store, embedder, client, settings, queries, "hybrid")
-        warm_rows = reads.rows + reads.members - sum(rows) - sum(members)
     timed, keyword = await ask(store, embedder, client, settings, queries, "keyword")
 
     def quality(ranked: list[list[str]]) -> float:
@@ -228,18 +216,13 @@ async def variant(name: str, store, embedder, client, settings, queries, doc_of)
     row = {"variant": name, "cold_p50": pct(cold, 50), "cold_p95": pct(cold, 95),
            "p50": pct(warm, 50), "p95": pct(warm, 95), "keyword_p50": pct(timed, 50),
            "keyword_p95": pct(timed, 95), "ndcg_hybrid": quality(hybrid),
-           "ndcg_keyword": quality(keyword), "rows_p50": pct(rows, 50), "rows_p95": pct(rows, 95),
-           "members_p50": pct(members, 50), "members_p95": pct(members, 95),
-           "walked_p50": pct(walked, 50), "walked_p95": pct(walked, 95),
-           "warm_rows": warm_rows, "held": postings_cache.CACHE.held,
+           "ndcg_keyword": quality(keyword), "read_p50": pct(read, 50), "read_p95": pct(read, 95),
            "top10": hybrid, "keyword_top10": keyword}
     print(f"  {name}: hybrid p50/p95 {row['p50']}/{row['p95']} ms (first ask "
           f"{row['cold_p50']}/{row['cold_p95']}), keyword {row['keyword_p50']}/"
           f"{row['keyword_p95']} ms, nDCG@10 hybrid {row['ndcg_hybrid']} "
-          f"keyword {row['ndcg_keyword']}; first ask read p50/p95 {row['rows_p50']}/"
-          f"{row['rows_p95']} rows, {row['members_p50']}/{row['members_p95']} members, "
-          f"walked {row['walked_p50']}/{row['walked_p95']}; "
-          f"warm pass read {warm_rows}; cache held {row['held']}", flush=True)
+          f"keyword {row['ndcg_keyword']}; postings read a search p50/p95 {row['read_p50']}/"
+          f"{row['read_p95']}", flush=True)
     return row
 
 
@@ -322,78 +305,42 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict:
     del others, names, vectors, other_vectors, doc_vectors
     gc.collect()
     gc.freeze()  # the passages this process wrote are no garbage collector's work in a search
-    for name, first, share in (
-            ("every posting read", postings_cache.EVERY, search.COMMON_TERM_SHARE),
-            ("best postings (threshold)", postings_cache.FIRST_READ, search.COMMON_TERM_SHARE),
-            ("threshold, every term chooses", postings_cache.FIRST_READ, 1.0)):
-        plain = postings_cache.FIRST_READ, search.COMMON_TERM_SHARE
-        postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = first, share
+    plain = search.keyword_pool, search.COMMON_TERM_SHARE
+    for name, pool, share in (
+            ("postings, BM25 over every posting", plain[0], plain[1]),
+            ("postings, every term chooses", plain[0], 1.0),
+            ("FalkorDB's sum over every posting (before)", falkordb_sum, plain[1])):
+        search.keyword_pool, search.COMMON_TERM_SHARE = pool, share
         try:
             report["variants"].append(await variant(name, store, embedder, client, settings,
                                                     queries, doc_of))
         finally:
-            postings_cache.FIRST_READ, search.COMMON_TERM_SHARE = plain
-    report["read_costs"] = await read_costs(graph, [q.text for q in queries])
+            search.keyword_pool, search.COMMON_TERM_SHARE = plain
     if args.profile:
-        print("profile (threshold, the defaults), warm:", flush=True)
+        print("profile (the product), warm:", flush=True)
         report["profile"] = await profile(store, embedder, client, settings, queries)
     await client.aclose()
     await store.aclose()
     return report
 
 
-async def read_costs(graph, questions: list[str]) -> dict:
-    """What reading a term costs per posting, for the terms of the questions with 2,000 to
-    20,000 postings (the long lists; fastest of 3 each): walking it (counting), its best
-    1,000 with scores, its members, and every posting with its score."""
-    from zapomni.services.query.keyword import terms
-    from zapomni.shared.store import cypher_search
-    from zapomni.shared.store.graphstore import run_cells
-
-    words = sorted({w for q in questions for w in terms(q)})
-    counts = dict(await run_cells(graph, cypher_search.KEYWORD_DF_ALL, {"terms": words}))
-    long = sorted(w for w, n in counts.items() if 2_000 <= n <= 20_000)[:20]
-    reads = {"walk": (cypher_search.KEYWORD_DF_ALL, lambda t: {"terms": [t]}),
-             "best 1,000": (cypher_search.KEYWORD_TOP, lambda t: {"term": t, "limit": 1001}),
-             "members": (cypher_search.KEYWORD_MEMBERS, lambda t: {"term": t}),
-             "every posting with its score": (cypher_search.KEYWORD_TOP, lambda t: {
-                 "term": t, "limit": postings_cache.EVERY})}
-    out = {"terms": len(long), "postings": sum(counts[t] for t in long)}
-    for name, (query, params) in reads.items():
-        spent = 0.0
-        for term in long:
-            times = []
-            for _ in range(3):
-                started = time.perf_counter()
-                await run_cells(graph, query, params(term))
-                times.append(time.perf_counter() - started)
-            spent += min(times)
-        out[name] = round(spent / max(1, out["postings"]) * 1e6, 3)
-    print(f"  per posting (us), {out['terms']} terms of 2k-20k postings: " + ", ".join(
-        f"{name} {out[name]}" for name in reads), flush=True)
-    return out
-
-
 def table(report: dict) -> str:
-    """Top 10s compared with the first variant (every posting read): the share of questions
+    """Top 10s compared with the first variant (the product): the share of questions
     whose list is identical, and of hits shared."""
     base = report["variants"][0]
     lines = [f"{report['chunks']:,} chunks, {report['queries']} SciFact questions; in process, "
              "query vector cached", "",
              "| variant | hybrid p50 / p95 ms | first ask p50 / p95 ms | keyword p50 / p95 ms | "
              "nDCG@10 hybrid | nDCG@10 keyword | hybrid top 10 as the first (hits) | "
-             "keyword top 10 as the first (hits) | first ask rows read p50 / p95 | "
-             "members read p50 / p95 | postings walked p50 / p95 | cache held MB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "keyword top 10 as the first (hits) | postings read a search p50 / p95 |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in report["variants"]:
         lines.append(f"| {row['variant']} | {row['p50']} / {row['p95']} | {row['cold_p50']} / "
                      f"{row['cold_p95']} | {row['keyword_p50']} / {row['keyword_p95']} | "
                      f"{row['ndcg_hybrid']} | {row['ndcg_keyword']} | "
                      f"{overlap(base['top10'], row['top10'])} | "
                      f"{overlap(base['keyword_top10'], row['keyword_top10'])} | "
-                     f"{row['rows_p50']} / {row['rows_p95']} | {row['members_p50']} / "
-                     f"{row['members_p95']} | {row['walked_p50']} / {row['walked_p95']} | "
-                     f"{row['held'] / 1e6:.1f} |")
+                     f"{row['read_p50']} / {row['read_p95']} |")
     return "\n".join(lines)
 
 
@@ -410,7 +357,7 @@ async def main() -> None:
     parser.add_argument("--distractors", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--profile", action="store_true",
-                        help="time each FalkorDB query of the last variant's searches")
+                        help="time each FalkorDB query of the product's searches")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zapomni-keyword-") as tmp:
         stack = Stack(Path(tmp))
