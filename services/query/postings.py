@@ -7,7 +7,8 @@ keep; at 1M chunks a question's pool terms hold 154k / 264k postings (p50 / p95)
 the sum costs milliseconds (docs/benchmarks.md, "Keyword pool").
 
 The best chunks are then looked up, best first, ties by chunk number, and those visible kept:
-a number no longer its chunk's (deleted) is skipped, and the next best read."""
+a number no longer its chunk's (deleted since the dead numbers were read) is skipped, and the
+next best read."""
 
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ class Scored:
         return among[np.lexsort((self.seqs[among], -self.scores[among]))][:count]
 
 
-def score(weights: list[float], arrays: list[np.ndarray], average: float) -> Scored:
-    """BM25 summed over the terms (``weights``: their idf, in the order of ``arrays``)."""
+def score(weights: list[float], arrays: list[np.ndarray], average: float,
+          dead: np.ndarray | None = None) -> Scored:
+    """BM25 summed over the terms (``weights``: their idf, in the order of ``arrays``), the
+    ``dead`` numbers (True where deleted) left out."""
     size = max((int(a["seq"].max()) for a in arrays if len(a)), default=0) + 1
     total = np.zeros(size)
     masks = np.zeros(size, np.uint64)
@@ -58,6 +61,8 @@ def score(weights: list[float], arrays: list[np.ndarray], average: float) -> Sco
         # buffered += writes each index once, and both postings hold the same value
         total[found["seq"]] += weight * tf * (K1 + 1) / (tf + norm_base + slope * found["dl"])
         masks[found["seq"]] |= np.uint64(1 << bit)
+    if dead is not None and len(dead):
+        total[: len(dead)][dead[:size]] = 0.0
     seqs = np.flatnonzero(total)
     return Scored(seqs, total[seqs], masks[seqs])
 
@@ -68,8 +73,8 @@ async def keyword_pool(graph: AsyncGraph, weighted: list[list[Any]], pool: int,
     word a stem), as KEYWORD_POOL returns its rows: memory id, chunk id, text, score,
     offsets, the words matched, the stored word count."""
     stems = [stem(word) for word, _ in weighted]
-    arrays, average = await postings.read_terms(graph, stems)
-    scored = score([weight for _, weight in weighted], arrays, average)
+    arrays, average, dead = await postings.read_terms(graph, stems)
+    scored = score([weight for _, weight in weighted], arrays, average, dead)
     out: list[list[Any]] = []
     seen: set[str] = set()
     read = 0

@@ -13,13 +13,14 @@ Keys carry the graph's name as a hash tag, so in a cluster they live on the grap
 (``{zapomni:ns:NAME}:kw:`` and): ``t:STEM`` the postings; ``df`` a hash of each stem's live
 chunks (BM25's document frequency); ``seqof`` a hash of each live chunk's number; ``chunks``
 the id behind each number (SLOT bytes at number x SLOT); ``seq`` the last number given;
-``words`` the live chunks' words (BM25's average length); ``backfill`` version 5's cursor.
+``words`` the live chunks' words (BM25's average length); ``dead`` a bitmap of the numbers
+deleted; ``backfill`` version 5's cursor.
 
 A chunk is numbered once while it lives: CLAIM gives the number it has or a new one, and
 counts its stems and words only then, in one script, so a job that runs again appends the
 same postings again (the reader adds a chunk once per term) and counts nothing twice. A
-delete (FORGET, before the chunk goes) uncounts it and drops its number; its postings stay,
-and the reader skips them, as the number is no longer the chunk's."""
+delete (FORGET, before the chunk goes) uncounts it and marks its number dead; its postings
+stay, and the reader leaves dead numbers out of the sums."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def counts_of(chunks: list[tuple[str, str]]) -> list[tuple[str, Counter[str], in
             for chunk_id, text in chunks]
 
 
-# KEYS: seqof, df, seq, words; ARGV: per chunk its id, length, stem count, stems
+# KEYS: seqof, df, seq, words, dead; ARGV: per chunk its id, length, stem count, stems
 CLAIM = """
 local out, i = {}, 1
 while i <= #ARGV do
@@ -117,7 +118,10 @@ FORGET = """
 local gone, i = 0, 1
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+  local seq = redis.call('HGET', KEYS[1], ARGV[i])
+  if seq then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('SETBIT', KEYS[5], seq, 1)
     redis.call('DECRBY', KEYS[4], ARGV[i + 1])
     for j = 1, n do
       if redis.call('HINCRBY', KEYS[2], ARGV[i + 2 + j], -1) <= 0 then
@@ -142,7 +146,8 @@ async def script(graph: Any, source: str, counted: list[tuple[str, Counter[str],
         args += [chunk_id, length, len(counts), *counts]
     try:
         return [int(x) for x in await graph.raw.eval(
-            source, 4, keys + "seqof", keys + "df", keys + "seq", keys + "words", *args)]
+            source, 5, keys + "seqof", keys + "df", keys + "seq", keys + "words", keys + "dead",
+            *args)]
     except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
@@ -154,17 +159,21 @@ async def term_sizes(graph: Any, terms: list[str]) -> list[int]:
     return [int(size or 0) for size in (await execute(pipe))[0]]
 
 
-async def read_terms(graph: Any, terms: list[str]) -> tuple[list[np.ndarray], float]:
-    """Each term's postings (RECORD arrays) and the average length of a live chunk."""
+async def read_terms(graph: Any, terms: list[str]
+                     ) -> tuple[list[np.ndarray], float, np.ndarray]:
+    """Each term's postings (RECORD arrays), the average length of a live chunk, and which
+    numbers are dead (a bool a number, as far as any was deleted)."""
     keys = prefix(graph.key)
     pipe = graph.raw.pipeline(transaction=False)
     pipe.hlen(keys + "seqof")
     pipe.get(keys + "words")
+    pipe.get(keys + "dead")
     for term in terms:
         pipe.get(term_key(graph.key, term))
-    chunks, words, *blobs = await execute(pipe)
+    chunks, words, dead, *blobs = await execute(pipe)
     return ([np.frombuffer(blob or b"", RECORD) for blob in blobs],
-            int(words or 0) / max(int(chunks), 1))
+            int(words or 0) / max(int(chunks), 1),
+            np.unpackbits(np.frombuffer(dead or b"", np.uint8)).astype(bool))
 
 
 async def live_chunks(graph: Any, seqs: list[int]) -> list[str]:

@@ -113,7 +113,9 @@ async def test_the_pool_is_bm25_over_every_chunk_and_follows_writes(settings, fr
         assert (await sizes(graph))[stem("otter")] == counted[stem("otter")] + 1
         chunk = await run(graph, "MATCH (c:Chunk {memory_id: $id}) RETURN c.id, c.text",
                           {"id": otter}, read_only=True)
+        number = int(await graph.raw.hget(postings.prefix(graph.key) + "seqof", chunk[0][0]))
         await postings.forget(graph, [tuple(row) for row in chunk])  # a delete cut short
+        assert await graph.raw.getbit(postings.prefix(graph.key) + "dead", number) == 1
         await ops.delete_memory(front, MemoryRef(memory_id=otter))
         await run_workers(settings)
         assert await sizes(graph) == counted
@@ -167,13 +169,17 @@ async def test_pool_rows_are_read_by_the_chunk_index(settings):
 
 
 def test_scores_of_a_term_read_twice_count_once():
-    """A chunk numbered twice in a term's postings (a job that ran twice) adds once."""
+    """A chunk numbered twice in a term's postings (a job that ran twice) adds once; a dead
+    number adds nothing."""
     records = np.array([(3, 2, 10), (5, 1, 10), (3, 2, 10)], postings.RECORD)
     scored = pool.score([2.0], [records], 10.0)
     once = pool.score([2.0], [records[:2]], 10.0)
     assert scored.seqs.tolist() == once.seqs.tolist() == [3, 5]
     assert scored.scores.tolist() == once.scores.tolist()
     assert math.isclose(scored.scores[0], 2.0 * 2 * (K1 + 1) / (2 + K1))
+    dead = np.zeros(4, bool)
+    dead[3] = True  # number 3 deleted: out of the sums; 5 is past the bitmap, alive
+    assert pool.score([2.0], [records], 10.0, dead).seqs.tolist() == [5]
 
 
 async def test_cells_read_by_us_are_the_clients_values(settings):
