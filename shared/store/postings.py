@@ -92,8 +92,9 @@ async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
         await script(graph, FORGET, counts_of(chunks[start : start + SCRIPT_CHUNKS]))
 
 
-def counts_of(chunks: list[tuple[str, str]]) -> list[tuple[str, Counter[str], int]]:
-    return [(chunk_id, chunk_terms(text), min(count_words(text), MAX_COUNT))
+def counts_of(chunks: list[tuple[str, str | None]]) -> list[tuple[str, Counter[str], int]]:
+    """Each chunk's stems with their counts, and its length (a chunk without text: none)."""
+    return [(chunk_id, chunk_terms(text or ""), min(count_words(text or ""), MAX_COUNT))
             for chunk_id, text in chunks]
 
 
