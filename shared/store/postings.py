@@ -98,9 +98,11 @@ def counts_of(chunks: list[tuple[str, str | None]]) -> list[tuple[str, Counter[s
             for chunk_id, text in chunks]
 
 
-# KEYS: seqof, df, seq, words, dead; ARGV: per chunk its id, length, stem count, stems
+# KEYS: seqof, df, seq, words, dead; ARGV: per chunk its id, length, stem count, stems. The
+# document frequencies change once a stem a script (not a chunk): the append-only file gets
+# every command a script runs, and the 1M curve's backfill wrote 2.6 GB of it at once a chunk
 CLAIM = """
-local out, i = {}, 1
+local out, counts, i = {}, {}, 1
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   local seq = redis.call('HGET', KEYS[1], ARGV[i])
@@ -108,15 +110,19 @@ while i <= #ARGV do
     seq = redis.call('INCR', KEYS[3])
     redis.call('HSET', KEYS[1], ARGV[i], seq)
     redis.call('INCRBY', KEYS[4], ARGV[i + 1])
-    for j = 1, n do redis.call('HINCRBY', KEYS[2], ARGV[i + 2 + j], 1) end
+    for j = 1, n do
+      local stem = ARGV[i + 2 + j]
+      counts[stem] = (counts[stem] or 0) + 1
+    end
   end
   out[#out + 1] = tonumber(seq)
   i = i + 3 + n
 end
+for stem, count in pairs(counts) do redis.call('HINCRBY', KEYS[2], stem, count) end
 return out
 """
 FORGET = """
-local gone, i = 0, 1
+local counts, gone, i = {}, 0, 1
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   local seq = redis.call('HGET', KEYS[1], ARGV[i])
@@ -125,13 +131,15 @@ while i <= #ARGV do
     redis.call('SETBIT', KEYS[5], seq, 1)
     redis.call('DECRBY', KEYS[4], ARGV[i + 1])
     for j = 1, n do
-      if redis.call('HINCRBY', KEYS[2], ARGV[i + 2 + j], -1) <= 0 then
-        redis.call('HDEL', KEYS[2], ARGV[i + 2 + j])
-      end
+      local stem = ARGV[i + 2 + j]
+      counts[stem] = (counts[stem] or 0) + 1
     end
     gone = gone + 1
   end
   i = i + 3 + n
+end
+for stem, count in pairs(counts) do
+  if redis.call('HINCRBY', KEYS[2], stem, -count) <= 0 then redis.call('HDEL', KEYS[2], stem) end
 end
 return {gone}
 """
