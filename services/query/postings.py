@@ -12,6 +12,7 @@ next best read."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -44,27 +45,52 @@ class Scored:
         return among[np.lexsort((self.seqs[among], -self.scores[among]))][:count]
 
 
+class Scratch(threading.local):
+    """Arrays indexed by chunk number, kept between searches (a thread's own) and zeroed where
+    a search wrote: allocating and first touching them each search cost more than the sums
+    (24.5 ms of a 264k-posting search at 1M numbers, page faults mostly; docs/benchmarks.md)."""
+
+    def __init__(self) -> None:
+        self.total = np.zeros(0)
+        self.masks = np.zeros(0, np.uint32)  # the terms in each chunk, a bit each
+
+    def hold(self, size: int) -> None:
+        if len(self.total) < size:
+            size = max(size, 2 * len(self.total))
+            self.total, self.masks = np.zeros(size), np.zeros(size, np.uint32)
+
+
+SCRATCH = Scratch()
+
+
 def score(weights: list[float], arrays: list[np.ndarray], average: float,
           dead: np.ndarray | None = None) -> Scored:
-    """BM25 summed over the terms (``weights``: their idf, in the order of ``arrays``), the
-    ``dead`` numbers (True where deleted) left out."""
+    """BM25 summed over the terms (``weights``: their idf, in the order of ``arrays``; at
+    most 32, a bit each), the ``dead`` numbers (True where deleted) left out."""
     size = max((int(a["seq"].max()) for a in arrays if len(a)), default=0) + 1
-    total = np.zeros(size)
-    masks = np.zeros(size, np.uint64)
+    s = SCRATCH
+    s.hold(size)
     norm_base = K1 * (1 - B)
     slope = K1 * B / max(average, 1.0)
-    for bit, (weight, found) in enumerate(zip(weights, arrays, strict=True)):
-        if not len(found):
-            continue
-        tf = found["tf"].astype(np.float64)
-        # a chunk numbered twice in one term (a job that ran twice) is added once: numpy's
-        # buffered += writes each index once, and both postings hold the same value
-        total[found["seq"]] += weight * tf * (K1 + 1) / (tf + norm_base + slope * found["dl"])
-        masks[found["seq"]] |= np.uint64(1 << bit)
+    written: list[np.ndarray] = []
+    try:
+        for bit, (weight, found) in enumerate(zip(weights, arrays, strict=True)):
+            at = found["seq"].astype(np.intp)
+            written.append(at)
+            tf = found["tf"].astype(np.float64)
+            # a posting appended twice (a job that ran again) is added once: numpy's
+            # buffered += writes each index once, and both hold the same value
+            s.total[at] += weight * tf * (K1 + 1) / (tf + norm_base + slope * found["dl"])
+            s.masks[at] |= np.uint32(1 << bit)
+        seqs = np.flatnonzero(s.masks[:size])
+        scores, masks = s.total[seqs], s.masks[seqs]
+    finally:
+        for at in written:
+            s.total[at], s.masks[at] = 0, 0
     if dead is not None and len(dead):
-        total[: len(dead)][dead[:size]] = 0.0
-    seqs = np.flatnonzero(total)
-    return Scored(seqs, total[seqs], masks[seqs])
+        live = ~dead[np.minimum(seqs, len(dead) - 1)] | (seqs >= len(dead))
+        seqs, scores, masks = seqs[live], scores[live], masks[live]
+    return Scored(seqs, scores, masks)
 
 
 async def keyword_pool(graph: AsyncGraph, weighted: list[list[Any]], pool: int,
