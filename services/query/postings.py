@@ -4,7 +4,7 @@ of each term is read (one Redis string a term) and summed in numpy: BM25 of each
 from its count and its chunk's length (the namespace's average length), added into an array
 indexed by chunk number. That is the exhaustive sum, so no bound can cut a chunk it should
 keep; at 1M chunks a question's pool terms hold 154k / 264k postings (p50 / p95), ~2 MB, and
-the sum costs milliseconds (docs/benchmarks.md, "Keyword pool").
+read and summed in 11.8 / 15.7 ms (docs/benchmarks.md, "Keyword postings of our own").
 
 The best chunks are then looked up, best first, ties by chunk number, and those visible kept:
 a number no longer its chunk's (deleted since the dead numbers were read) is skipped, and the
@@ -23,7 +23,9 @@ from zapomni.shared.store import cypher_search, postings
 from zapomni.shared.store.graphstore import run_cells
 from zapomni.shared.text.words import stem
 
-ROUNDS = 8  # lookups of the next best chunks when deleted ones left the pool short
+# lookups of the next best chunks when some were not visible (expired, replaced, still
+# landing, or deleted since the dead numbers were read) and left the pool short
+ROUNDS = 8
 
 
 class Scored:
