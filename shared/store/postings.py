@@ -36,7 +36,7 @@ import numpy as np
 from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.store import cypher_schema
 from zapomni.shared.store.graphstore import UNREACHABLE, run
-from zapomni.shared.text.words import WORD, count_words, stem, worth_matching
+from zapomni.shared.text.words import WORD, stem, worth_matching
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +54,6 @@ def prefix(graph_key: str) -> str:
 
 def term_key(graph_key: str, term: str) -> str:
     return prefix(graph_key) + "t:" + term
-
-
-def chunk_terms(text: str) -> Counter[str]:
-    """The stems of a chunk's words the keyword signal matches, with their counts (as a
-    question's words become terms: services/query/keyword.py)."""
-    return Counter(stem(word) for word in WORD.findall(text.lower()) if worth_matching(word))
 
 
 def slot(chunk_id: str) -> bytes:
@@ -93,9 +87,15 @@ async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
 
 
 def counts_of(chunks: list[tuple[str, str | None]]) -> list[tuple[str, Counter[str], int]]:
-    """Each chunk's stems with their counts, and its length (a chunk without text: none)."""
-    return [(chunk_id, chunk_terms(text or ""), min(count_words(text or ""), MAX_COUNT))
-            for chunk_id, text in chunks]
+    """Each chunk's id, the stems of its words the keyword signal matches with their counts
+    (as a question's words become terms: services/query/keyword.py), and its length in
+    words (count_words's, from the same split; a chunk without text: none)."""
+    out = []
+    for chunk_id, text in chunks:
+        words = WORD.findall((text or "").lower())
+        out.append((chunk_id, Counter(stem(w) for w in words if worth_matching(w)),
+                    min(len(words), MAX_COUNT)))
+    return out
 
 
 # KEYS: seqof, df, seq, words, dead; ARGV: per chunk its id, length, stem count, stems. The
