@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Awaitable
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,7 @@ async def write_postings(graph: Any, chunks: list[tuple[str, str]]) -> None:
             pipe.setrange(keys + "chunks", seq * SLOT, slot(chunk_id))
         for term, rows in postings.items():
             pipe.append(term_key(graph.key, term), np.array(rows, RECORD).tobytes())
-        await execute(pipe)
+        await answer(pipe.execute())
 
 
 async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
@@ -153,19 +154,15 @@ async def script(graph: Any, source: str, counted: list[tuple[str, Counter[str],
     args: list[Any] = []
     for chunk_id, counts, length in counted:
         args += [chunk_id, length, len(counts), *counts]
-    try:
-        return [int(x) for x in await graph.raw.eval(
-            source, 5, keys + "seqof", keys + "df", keys + "seq", keys + "words", keys + "dead",
-            *args)]
-    except UNREACHABLE as exc:
-        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+    return [int(x) for x in await answer(graph.raw.eval(
+        source, 5, keys + "seqof", keys + "df", keys + "seq", keys + "words", keys + "dead",
+        *args))]
 
 
 async def term_sizes(graph: Any, terms: list[str]) -> list[int]:
     """How many live chunks hold each term (BM25's document frequency)."""
-    pipe = graph.raw.pipeline(transaction=False)
-    pipe.hmget(prefix(graph.key) + "df", terms)
-    return [int(size or 0) for size in (await execute(pipe))[0]]
+    return [int(size or 0) for size in await answer(graph.raw.hmget(prefix(graph.key) + "df",
+                                                                     terms))]
 
 
 async def read_terms(graph: Any, terms: list[str]
@@ -179,7 +176,7 @@ async def read_terms(graph: Any, terms: list[str]
     pipe.get(keys + "dead")
     for term in terms:
         pipe.get(term_key(graph.key, term))
-    chunks, words, dead, *blobs = await execute(pipe)
+    chunks, words, dead, *blobs = await answer(pipe.execute())
     return ([np.frombuffer(blob or b"", RECORD) for blob in blobs],
             int(words or 0) / max(int(chunks), 1),
             np.unpackbits(np.frombuffer(dead or b"", np.uint8)).astype(bool))
@@ -192,20 +189,19 @@ async def live_chunks(graph: Any, seqs: list[int]) -> list[str]:
     pipe = graph.raw.pipeline(transaction=False)
     for seq in seqs:
         pipe.getrange(keys + "chunks", seq * SLOT, seq * SLOT + SLOT - 1)
-    ids = [raw.rstrip(b"\0").decode() for raw in await execute(pipe)]
+    ids = [raw.rstrip(b"\0").decode() for raw in await answer(pipe.execute())]
     if not ids:
         return []
-    pipe = graph.raw.pipeline(transaction=False)
-    pipe.hmget(keys + "seqof", ids)
-    owners = (await execute(pipe))[0]
+    owners = await answer(graph.raw.hmget(keys + "seqof", ids))
     return [chunk if owner is not None and int(owner) == seq else ""
             for seq, chunk, owner in zip(seqs, ids, owners, strict=True)]
 
 
-async def execute(pipe: Any) -> list[Any]:
-    """The pipeline's answers; the server away is Unavailable, as for every graph query."""
+async def answer(pending: Awaitable[Any]) -> Any:
+    """The server's answer to a command or pipeline; the server away is Unavailable, as for
+    every graph query."""
     try:
-        return await pipe.execute()
+        return await pending
     except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
@@ -222,12 +218,12 @@ async def backfill(graph: Any) -> int:
     (CLAIM numbers a chunk of the page it was in once). Workers that start together wait for
     the one holding the lock (a holder that died frees it after LOCK_MS). The chunks read."""
     keys, token = prefix(graph.key), uuid.uuid4().hex
-    while not await graph.raw.set(keys + "backfill:lock", token, nx=True, px=LOCK_MS):
+    while not await answer(graph.raw.set(keys + "backfill:lock", token, nx=True, px=LOCK_MS)):
         await asyncio.sleep(1)
     try:
         rows = await run(graph, cypher_schema.MAX_CHUNK_NODE, read_only=True)
         last = int(rows[0][0]) if rows and rows[0][0] is not None else -1
-        start = int(await graph.raw.get(keys + "backfill") or 0)
+        start = int(await answer(graph.raw.get(keys + "backfill")) or 0)
         done, shown = 0, time.monotonic()
         while start <= last:
             page = await run(graph, cypher_schema.CHUNKS_BY_NODE,
@@ -237,7 +233,7 @@ async def backfill(graph: Any) -> int:
             pipe = graph.raw.pipeline(transaction=False)
             pipe.set(keys + "backfill", start)
             pipe.pexpire(keys + "backfill:lock", LOCK_MS)
-            await execute(pipe)
+            await answer(pipe.execute())
             done += len(page)
             if time.monotonic() - shown > PROGRESS_S:
                 shown = time.monotonic()
@@ -245,5 +241,5 @@ async def backfill(graph: Any) -> int:
                          graph.key, done, start, last)
         return done
     finally:
-        if await graph.raw.get(keys + "backfill:lock") == token.encode():
-            await graph.raw.delete(keys + "backfill:lock")
+        if await answer(graph.raw.get(keys + "backfill:lock")) == token.encode():
+            await answer(graph.raw.delete(keys + "backfill:lock"))
