@@ -203,24 +203,27 @@ async def indexes_building(graph: AsyncGraph) -> bool:
     return any(status != "OPERATIONAL" for _, status in rows)
 
 
-async def namespace_exists(store: GraphStore, namespace: str) -> bool:
+async def answer(pending: Awaitable[Any]) -> Any:
+    """The server's answer to a command or pipeline sent without ``run``; the server away
+    is Unavailable, as for every graph query."""
     try:
-        return bool(await store.db.connection.exists(graph_name(namespace)))
+        return await pending
     except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+
+
+async def namespace_exists(store: GraphStore, namespace: str) -> bool:
+    return bool(await answer(store.db.connection.exists(graph_name(namespace))))
 
 
 async def list_graphs(store: GraphStore) -> list[str]:
     """Every graph on the server (GRAPH.LIST; in a cluster, of every master): one per
     namespace, plus any not ours."""
-    try:
-        if store.cluster is None:
-            return list(await store.db.list_graphs())
-        per_node = await store.cluster.execute_command("GRAPH.LIST",
-                                                       target_nodes=RedisCluster.PRIMARIES)
-        return [name for names in per_node.values() for name in names]
-    except UNREACHABLE as exc:
-        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+    if store.cluster is None:
+        return list(await answer(store.db.list_graphs()))
+    per_node = await answer(store.cluster.execute_command(
+        "GRAPH.LIST", target_nodes=RedisCluster.PRIMARIES))
+    return [name for names in per_node.values() for name in names]
 
 
 def model_mismatch(namespace: str, have: tuple[str, int], want: tuple[str, int]

@@ -29,14 +29,12 @@ import logging
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable
 from typing import Any
 
 import numpy as np
 
-from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.store import cypher_schema
-from zapomni.shared.store.graphstore import UNREACHABLE, run
+from zapomni.shared.store.graphstore import answer, run
 from zapomni.shared.text.words import WORD, stem, worth_matching
 
 log = logging.getLogger(__name__)
@@ -195,15 +193,6 @@ async def live_chunks(graph: Any, seqs: list[int]) -> list[str]:
     owners = await answer(graph.raw.hmget(keys + "seqof", ids))
     return [chunk if owner is not None and int(owner) == seq else ""
             for seq, chunk, owner in zip(seqs, ids, owners, strict=True)]
-
-
-async def answer(pending: Awaitable[Any]) -> Any:
-    """The server's answer to a command or pipeline; the server away is Unavailable, as for
-    every graph query."""
-    try:
-        return await pending
-    except UNREACHABLE as exc:
-        raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
 
 
 # version 5's step (shared/store/migrate.py): node ids a page, from a cursor in Redis
