@@ -67,6 +67,8 @@ from zapomni.shared.protocol.api import SearchRequest
 from zapomni.shared.protocol.ids import memory_id
 from zapomni.shared.protocol.validation import decode_add_memory, normalise_text
 from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.migrate import migrate_store
 from zapomni.shared.tasks import tasks
 
 QUESTIONS = DATA / "longmemeval_s_dev" / "questions.jsonl.gz"
@@ -164,6 +166,22 @@ async def settle(client: redis.asyncio.Redis, question: Question, ids: list[str]
     followers = [r.graph_task_id for r in records if r is not None and r.graph_task_id]
     await wait_tasks(client, followers, timeout=7200, until=("done",))
     await client.set(DONE + question.namespace, "1")
+
+
+async def migrate(settings: Settings) -> None:
+    """The cached haystacks brought to the stored shape this code reads, as workers do at
+    start-up: a run that only asks starts no worker, and the query service reads a namespace
+    as it finds it (a version 2 store read by version 5 had no keyword postings: the keyword
+    signal found nothing, 2026-11-28)."""
+    store = GraphStore(settings)
+    started = time.perf_counter()
+    try:
+        changed = await migrate_store(store)
+    finally:
+        await store.aclose()
+    if changed:
+        print(f"migrated {len(changed)} haystacks to the current stored shape "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
 
 
 async def ingest(settings: Settings, questions: list[Question], workers: int) -> float:
@@ -355,6 +373,7 @@ async def main() -> None:
                 environ={}, redis_url=f"{url}/0", falkordb_url=url,
                 query_url=f"http://127.0.0.1:{free_port()}", max_queue_depth=1_000_000,
                 max_queue_bytes=2**31)
+            await migrate(settings)
             seconds = await ingest(settings, questions, args.workers)
             memories = sum(len(q.items) for q in questions)
             if seconds:
