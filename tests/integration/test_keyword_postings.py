@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.support.waiting import eventually
 from tests.support.workers import run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.query import postings as pool
@@ -20,7 +21,7 @@ from zapomni.shared.protocol.answers import SearchResponse
 from zapomni.shared.protocol.api import MemoryRef
 from zapomni.shared.protocol.validation import decode_add_memory, decode_search
 from zapomni.shared.store import cypher_schema, cypher_search, migrate, postings
-from zapomni.shared.store.graphstore import GraphStore, run, run_cells
+from zapomni.shared.store.graphstore import GraphStore, indexes_building, run, run_cells
 from zapomni.shared.store.migrate import migrate_namespace
 from zapomni.shared.text.words import stem
 
@@ -160,6 +161,9 @@ async def test_pool_rows_are_read_by_the_chunk_index(settings):
         graph = store.graph("plan")
         for query in cypher_schema.SCHEMA:
             await graph.query(query)
+        # an index is built after its CREATE returns; until then the plan scans the label
+        await eventually(lambda: indexes_building(graph), lambda building: not building,
+                         "the new graph's indexes to be usable")
         plan = await graph.explain(cypher_search.KEYWORD_POOL_ROWS, {"ids": ["x"], **VISIBLE})
         text = "\n".join(plan.plan)
         assert "Node By Index Scan | (c:Chunk)" in text, text
