@@ -4,23 +4,34 @@ sizes a question's pool terms hold at 1M (the curve's profile, docs/benchmarks.m
 summed, then the best 200 chosen (services/query/postings.py's score and best).
 
     ./dev bench keyword_pool [--postings 154000 264000] [--terms 6] [--repeats 30]
+                             [--write 3000]
 
 Chunk numbers up to 1M, each term's sorted (as the workers append them); counts 1-3, lengths
-40-140 words. Prints p50 / p95 ms per size. Not part of the test suite.
+40-140 words. Prints p50 / p95 ms per size.
+
+And the write side: ``--write`` chunks of real text (this Python's standard library source,
+1,500 characters a chunk) numbered, counted and appended by the workers' write_postings in
+batches of 23 (a document's chunks), the CPU per chunk of this process (the worker's side:
+splitting, stemming, building and sending) and of the server (/proc), after a first pass
+that fills the stem cache. Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sysconfig
 import time
+from pathlib import Path
 
 import numpy as np
 import redis.asyncio
 
 from tests.support.servers import falkordb_server
 from zapomni.services.query import postings as pool
-from zapomni.shared.store.postings import RECORD
+from zapomni.shared.settings import Settings
+from zapomni.shared.store.graphstore import GraphStore
+from zapomni.shared.store.postings import RECORD, write_postings
 
 CHUNKS = 1_000_000
 
@@ -48,14 +59,53 @@ async def measure(url: str, total: int, terms: int, repeats: int) -> tuple[float
     return round(float(np.percentile(times, 50)), 2), round(float(np.percentile(times, 95)), 2)
 
 
+def stdlib_chunks(count: int) -> list[str]:
+    """``count`` pieces of 1,500 characters of the standard library's source, in file order."""
+    out: list[str] = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        text = path.read_text(errors="replace")
+        out += [text[i : i + 1500] for i in range(0, len(text) - 1500, 1500)]
+        if len(out) >= count:
+            return out[:count]
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks
+
+
+async def write_cost(url: str, count: int) -> tuple[float, float]:
+    """ms of CPU per chunk written: this process's, the server's (a second pass's)."""
+    store = GraphStore(Settings.from_env(environ={}, falkordb_url=url, redis_url=f"{url}/0"))
+    graph = store.graph("keyword_pool_bench")
+    server = int((await graph.raw.info("server"))["process_id"])
+    texts = stdlib_chunks(count)
+    try:
+        for rnd in range(2):
+            mine, theirs = time.process_time(), cpu_seconds(server)
+            for start in range(0, len(texts), 23):
+                await write_postings(graph, [(f"mem_{rnd:032x}:{start + i}", text)
+                                             for i, text in enumerate(texts[start:start + 23])])
+            mine, theirs = time.process_time() - mine, cpu_seconds(server) - theirs
+    finally:
+        await store.aclose()
+    return round(mine / len(texts) * 1000, 3), round(theirs / len(texts) * 1000, 3)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--postings", type=int, nargs="+", default=[154_000, 264_000])
     parser.add_argument("--terms", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--write", type=int, default=3000, help="chunks written (0: none)")
     args = parser.parse_args()
     with falkordb_server() as url:
+        if args.write:
+            mine, theirs = await write_cost(url, args.write)
+            print(f"write_postings of {args.write:,} stdlib chunks: CPU per chunk "
+                  f"{mine} ms here (the worker's), {theirs} ms the server's", flush=True)
         for total in args.postings:
             p50, p95 = await measure(url, total, args.terms, args.repeats)
             print(f"{total:,} postings over {args.terms} terms: read, summed, best 200: "
