@@ -126,6 +126,28 @@ async def test_the_pool_is_bm25_over_every_chunk_and_follows_writes(settings, fr
         await store.aclose()
 
 
+async def test_words_beyond_ascii_are_counted_found_and_forgotten(settings, front,
+                                                                 query_service):
+    """A chunk's stems reach the counting script as one space-joined argument, split again in
+    Lua: words of other scripts and accents count as the same stems the search asks for."""
+    words = ["кошка", "окне", "café", "naïve", "東京タワー", "straße"]
+    memory = await add(front, "Запомни: " + " ".join(words) + ". The cat sleeps.")
+    await run_workers(settings)
+    store = GraphStore(settings)
+    graph = store.graph("default")
+    try:
+        stems = [stem(w) for w in words]
+        assert await postings.term_sizes(graph, stems) == [1] * len(words)
+        for word in words:
+            assert [hit[0] for hit in await keyword(front, word)] == [memory], word
+        await ops.delete_memory(front, MemoryRef(memory_id=memory))
+        await run_workers(settings)
+        assert await postings.term_sizes(graph, stems) == [0] * len(words)
+        assert await keyword(front, "кошка") == []
+    finally:
+        await store.aclose()
+
+
 async def test_a_namespace_of_version_4_gets_its_postings(settings, front, query_service):
     """The migration numbers every chunk written before (a page of node ids at a time, from a
     cursor), after which search ranks as on a namespace written with postings."""
