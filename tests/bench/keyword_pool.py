@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sysconfig
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ import redis.asyncio
 
 from tests.support.servers import falkordb_server
 from zapomni.services.query import postings as pool
+from zapomni.services.stack.falkordb import cpu_seconds
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.postings import RECORD, write_postings
@@ -69,11 +69,6 @@ def stdlib_chunks(count: int) -> list[str]:
         if len(out) >= count:
             return out[:count]
     return out
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 async def write_cost(url: str, count: int) -> tuple[float, float]:
