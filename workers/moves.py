@@ -37,13 +37,12 @@ from zapomni.shared.protocol.errors import EmbeddingRejected
 from zapomni.shared.protocol.export import ExportedMemory
 from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ChunkSpan, ImportJob
-from zapomni.shared.store import cypher_memories, cypher_moves
+from zapomni.shared.store import cypher_memories, cypher_moves, postings
 from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import IMPORT
 from zapomni.shared.text.chunking import Lines, metadata_language
-from zapomni.shared.text.words import count_words
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.import_graph import unread, write_contributions, write_graph
 from zapomni.workers.outcome import JobRun, task_job
@@ -132,14 +131,18 @@ def memory_row(m: ExportedMemory, chunk_count: int) -> dict:
 async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkSpan]],
                       vectors: np.ndarray, prop: str) -> None:
     params = to_params(vectors, decimals=None)  # exact: the file's float32 as they were
-    rows, at = [], 0
+    rows: list[dict] = []
+    counted: list[postings.Counted] = []
+    at = 0
     for m, chunks in zip(job.memories, spans, strict=True):
-        rows.extend({"id": chunk_id(m.id, c.idx), "memory_id": m.id, "idx": c.idx,
+        words = postings.counts_of([(chunk_id(m.id, c.idx), c.text) for c in chunks])
+        rows.extend({"id": cid, "memory_id": m.id, "idx": c.idx,
                      "text": c.text, "char_start": c.char_start, "char_end": c.char_end,
-                     "tokens": c.tokens, "words": count_words(c.text),
+                     "tokens": c.tokens, "words": length,
                      "start_line": first, "end_line": last, "vec": params[at + i]}
-                    for i, (c, (first, last)) in enumerate(zip(
-                        chunks, line_spans(m.text, chunks, m.line_offset), strict=True)))
+                    for i, (c, (first, last), (cid, _, length)) in enumerate(zip(
+                        chunks, line_spans(m.text, chunks, m.line_offset), words, strict=True)))
+        counted += words
         at += len(chunks)
     await run_query(graph, cypher_moves.IMPORT_MEMORIES, {
         "rows": [memory_row(m, len(s)) for m, s in zip(job.memories, spans, strict=True)],
@@ -147,7 +150,7 @@ async def write_batch(graph: AsyncGraph, job: ImportJob, spans: list[list[ChunkS
     for start in range(0, len(rows), PUBLISH_PAGE):
         await run_query(graph, cypher_moves.IMPORT_CHUNKS[prop],
                         {"rows": rows[start : start + PUBLISH_PAGE]})
-        await index_words(graph, rows[start : start + PUBLISH_PAGE])
+        await index_words(graph, counted[start : start + PUBLISH_PAGE])
     for m, chunks in zip(job.memories, spans, strict=True):
         if len(chunks) > 1:
             await link_chunks(graph, m.id, len(chunks))

@@ -27,7 +27,6 @@ from zapomni.shared.store import (
 from zapomni.shared.store.graphstore import execute, meta_pair
 from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.text.entities import entity_id
-from zapomni.shared.text.words import count_words
 from zapomni.workers.entity_types import mentioned_keys, settle
 from zapomni.workers.extract import ChunkEntities
 
@@ -82,26 +81,30 @@ async def write_memory(graph: AsyncGraph, job: IngestJob, chunk_count: int) -> b
 async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan],
                        vectors: np.ndarray, prop: str = "embedding") -> None:
     """``prop``: the chunk property the embedder's vectors go to (shared/store/cypher_moves.py)."""
-    rows = chunk_rows(memory_id, chunks, vectors)
+    rows, counted = chunk_rows(memory_id, chunks, vectors)
     await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
               "chunks")
-    await index_words(graph, rows)
+    await index_words(graph, counted)
 
 
-async def index_words(graph: AsyncGraph, rows: list[dict]) -> None:
+async def index_words(graph: AsyncGraph, counted: list[postings.Counted]) -> None:
     """The keyword signal's postings of chunks just written (shared/store/postings.py)."""
     with FALKORDB_WRITE_SECONDS.labels("postings").time():
-        await postings.write_postings(graph, [(row["id"], row["text"]) for row in rows])
+        await postings.write_postings(graph, counted)
 
 
-def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray) -> list[dict]:
+def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray
+               ) -> tuple[list[dict], list[postings.Counted]]:
+    """The chunks' rows for the graph and their keyword counts, from one split of each text
+    (its length is the row's ``words``)."""
+    counted = postings.counts_of([(chunk_id(memory_id, c.idx), c.text) for c in chunks])
     return [
-        {"id": chunk_id(memory_id, c.idx), "idx": c.idx, "text": c.text,
+        {"id": cid, "idx": c.idx, "text": c.text,
          "char_start": c.char_start, "char_end": c.char_end, "tokens": c.tokens,
          "start_line": c.start_line or None, "end_line": c.end_line or None,
-         "words": count_words(c.text), "vec": vec}
-        for c, vec in zip(chunks, to_params(vectors), strict=True)
-    ]
+         "words": length, "vec": vec}
+        for c, (cid, _, length), vec in zip(chunks, counted, to_params(vectors), strict=True)
+    ], counted
 
 
 # ---- a batch of small memories (workers/batch.py): each step one statement for all ----
@@ -121,13 +124,16 @@ async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[Ch
                              vectors: np.ndarray, prop: str = "embedding") -> None:
     """The chunks of a batch's memories, (memory id, its chunks) each, with their vectors in
     that order, in one statement; linked in order; their keyword postings written."""
-    rows, at = [], 0
+    rows: list[dict] = []
+    counted: list[postings.Counted] = []
+    at = 0
     for memory_id, chunks in members:
-        rows += [{**row, "memory_id": memory_id} for row in
-                 chunk_rows(memory_id, chunks, vectors[at : at + len(chunks)])]
+        mine, words = chunk_rows(memory_id, chunks, vectors[at : at + len(chunks)])
+        rows += [{**row, "memory_id": memory_id} for row in mine]
+        counted += words
         at += len(chunks)
     await run(graph, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows}, "chunks")
-    await index_words(graph, rows)
+    await index_words(graph, counted)
     await link_pairs(graph, [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
                              for i in range(len(chunks) - 1)])
 
@@ -239,7 +245,8 @@ async def _delete_chunks(graph: AsyncGraph, read: str, delete: str, params: dict
         done = await run(graph, delete, {**params, "ids": [row[0] for row in rows]}, "delete")
         if not done or not int(done[0][0]):
             # the memory is no longer this delete's (a newer ingest took it): its chunks stay
-            await postings.write_postings(graph, [(chunk_id, text) for chunk_id, text in rows])
+            await postings.write_postings(graph, postings.counts_of(
+                [(chunk_id, text) for chunk_id, text in rows]))
             return removed
         removed += int(done[0][0])
         if len(rows) < DELETE_BATCH:

@@ -62,21 +62,26 @@ def slot(chunk_id: str) -> bytes:
     return name.ljust(SLOT, b"\0")
 
 
-async def write_postings(graph: Any, chunks: list[tuple[str, str]]) -> None:
-    """Number the chunks, (chunk id, text) each, count them and append their postings: one
-    array of the batch's records, ordered by term and cut into each term's bytes, appended
-    by one script. Against an APPEND a term in a pipeline and an argument a stem, the
-    worker's CPU a chunk 0.62 -> 0.26 ms, the server's 0.10 -> 0.11 ms (`./dev bench
+# a chunk's id, the stems of its words the keyword signal matches with their counts, and
+# its length in words (counts_of)
+Counted = tuple[str, Counter[str], int]
+
+
+async def write_postings(graph: Any, counted: list[Counted]) -> None:
+    """Number the chunks (as counts_of counts them) and append their postings: one array of
+    the batch's records, ordered by term and cut into each term's bytes, appended by one
+    script. Against an APPEND a term in a pipeline and an argument a stem, the worker's CPU
+    a chunk, counting included, 0.62 -> 0.26 ms, the server's 0.10 -> 0.11 ms (`./dev bench
     keyword_pool --write 3000`, 2026-11-28: the curve's workers spent 1.95 ms a chunk against
     1.06 before there were postings)."""
     keys = prefix(graph.key)
-    for start in range(0, len(chunks), SCRIPT_CHUNKS):
-        counted = counts_of(chunks[start : start + SCRIPT_CHUNKS])
-        seqs = await script(graph, CLAIM, counted)
+    for start in range(0, len(counted), SCRIPT_CHUNKS):
+        batch = counted[start : start + SCRIPT_CHUNKS]
+        seqs = await script(graph, CLAIM, batch)
         terms: dict[str, int] = {}
         which, records = [], []
         pipe = graph.raw.pipeline(transaction=False)
-        for seq, (chunk_id, counts, length) in zip(seqs, counted, strict=True):
+        for seq, (chunk_id, counts, length) in zip(seqs, batch, strict=True):
             for term, count in counts.items():
                 which.append(terms.setdefault(term, len(terms)))
                 records.append((seq, min(count, MAX_COUNT), length))
@@ -97,10 +102,11 @@ async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
         await script(graph, FORGET, counts_of(chunks[start : start + SCRIPT_CHUNKS]))
 
 
-def counts_of(chunks: list[tuple[str, str | None]]) -> list[tuple[str, Counter[str], int]]:
+def counts_of(chunks: list[tuple[str, str | None]]) -> list[Counted]:
     """Each chunk's id, the stems of its words the keyword signal matches with their counts
     (as a question's words become terms: services/query/keyword.py), and its length in
-    words (count_words's, from the same split; a chunk without text: none)."""
+    words (count_words's, from the same split: the workers store it on the chunk too; a
+    chunk without text: none)."""
     out = []
     for chunk_id, text in chunks:
         words = WORD.findall((text or "").lower())
@@ -155,8 +161,7 @@ return {gone}
 """
 
 
-async def script(graph: Any, source: str, counted: list[tuple[str, Counter[str], int]]
-                 ) -> list[int]:
+async def script(graph: Any, source: str, counted: list[Counted]) -> list[int]:
     if not counted:
         return []
     keys = prefix(graph.key)
@@ -228,7 +233,7 @@ async def backfill(graph: Any) -> int:
         while start <= last:
             page = await run(graph, cypher_schema.CHUNKS_BY_NODE,
                              {"from": start, "to": start + PAGE_IDS}, read_only=True)
-            await write_postings(graph, [(chunk_id, text) for chunk_id, text in page])
+            await write_postings(graph, counts_of([(chunk_id, text) for chunk_id, text in page]))
             start += PAGE_IDS
             pipe = graph.raw.pipeline(transaction=False)
             pipe.set(keys + "backfill", start)

@@ -32,7 +32,7 @@ from zapomni.services.query import postings as pool
 from zapomni.services.stack.falkordb import cpu_seconds
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.graphstore import GraphStore
-from zapomni.shared.store.postings import RECORD, write_postings
+from zapomni.shared.store.postings import RECORD, counts_of, write_postings
 
 CHUNKS = 1_000_000
 
@@ -81,8 +81,9 @@ async def write_cost(url: str, count: int) -> tuple[float, float]:
         for rnd in range(2):
             mine, theirs = time.process_time(), cpu_seconds(server)
             for start in range(0, len(texts), 23):
-                await write_postings(graph, [(f"mem_{rnd:032x}:{start + i}", text)
-                                             for i, text in enumerate(texts[start:start + 23])])
+                batch = [(f"mem_{rnd:032x}:{start + i}", text)
+                         for i, text in enumerate(texts[start : start + 23])]
+                await write_postings(graph, counts_of(batch))
             mine, theirs = time.process_time() - mine, cpu_seconds(server) - theirs
     finally:
         await store.aclose()

@@ -232,7 +232,7 @@ async def probe(graph, chunks: Chunks, pid: int, name: str, count: int, tag: str
             await write_doc(timed, memory, spans, vectors)
             continue
         await write_memory(timed, job(memory, spans), len(spans))
-        rows = chunk_rows(memory, spans, vectors)
+        rows, _ = chunk_rows(memory, spans, vectors)
         if not with_vector:
             rows = [{k: v for k, v in row.items() if k != "vec"} for row in rows]
         await timed.query(statement, {"memory_id": memory, "rows": rows})
