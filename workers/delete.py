@@ -18,7 +18,7 @@ from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import delete_memory_graph
 
 
-@task_job(DELETE, DeleteJob)
+@task_job(DELETE, DeleteJob, restores="delete")  # a delete job carries all it needs
 async def delete_memory(res: Resources, run: JobRun, job: DeleteJob) -> str:
     since = await replication.mark(res.store, job.namespace)
     memories, chunks = await delete_memory_graph(res.store.graph(job.namespace),

@@ -25,6 +25,7 @@ from zapomni.shared.protocol import policy
 from zapomni.shared.protocol.api import AddMemory
 from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.protocol.jobs import MAX_SKIPS_SHOWN, FileCounts, FilesJob, SkippedFile
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.store import deletes
 from zapomni.shared.store.graphstore import meta_pair, namespace_exists, run
@@ -49,6 +50,8 @@ FILE_MEMORIES = """
 MATCH (m:Memory) WHERE $root IN m.meta_kv AND m.superseded_by IS NULL AND m.id > $after
 RETURN m.id, m.source, m.metadata ORDER BY m.id LIMIT $limit
 """
+# whether a memory is stored whole: searchable (ready), or its ingest has not finished
+MEMORY_READY = "MATCH (m:Memory {id: $id}) RETURN m.ready"
 PAGE = 1000
 PROGRESS_EVERY = 20  # files between progress writes
 BUDGET = 0.5  # share of the job's time limit a slice reads files for
@@ -122,6 +125,10 @@ async def add_file(res: Resources, job: FilesJob, key: str, item: object,
     if refused:
         return skip(counts, item.source, refused)
     record, claim = await adds.claim_and_enqueue(res.redis, res.settings, memory)
+    if claim.owner and not claim.state and not await stored_whole(res, record):
+        # the task that claimed it is gone and left nothing searchable: take it over
+        record, claim = await adds.claim_and_enqueue(res.redis, res.settings, memory,
+                                                     gone=claim.owner)
     if claim.owner and (not old_id or old_id == record.memory_id):
         return skip(counts, item.source, "the same text as a file stored already (memory "
                                          f"{record.memory_id})")
@@ -130,6 +137,14 @@ async def add_file(res: Resources, job: FilesJob, key: str, item: object,
     await deletes.queue_delete(res.redis, res.settings, job.namespace, old_id,
                                f"waiting for a worker (replaced by {item.source} changed)")
     return msgspec.structs.replace(counts, replaced=counts.replaced + 1)
+
+
+async def stored_whole(res: Resources, record: TaskRecord) -> bool:
+    if not await namespace_exists(res.store, record.namespace):
+        return False
+    rows = await run(res.store.graph(record.namespace), MEMORY_READY,
+                     {"id": record.memory_id}, read_only=True)
+    return bool(rows) and rows[0][0] is True
 
 
 def refusal(res: Resources, memory: AddMemory) -> str:

@@ -23,6 +23,7 @@ from arq.worker import Retry
 from zapomni.shared import metrics
 from zapomni.shared.protocol.base import JOB_VERSION, TASK_ID_PATTERN
 from zapomni.shared.protocol.errors import EmbeddingRejected, ZapomniError
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.protocol.validation import describe
 from zapomni.shared.tasks import tasks
 from zapomni.workers.resources import Resources, resources
@@ -127,33 +128,39 @@ Work = Callable[[Resources, JobRun, T], Awaitable[str]]
 Ended = Callable[[Resources, T, str], Awaitable[None]]
 
 
-def task_job(name: str, kind: type[T], *, owning: bool = False, ended: Ended | None = None
-             ) -> Callable[[Work], Callable[[dict, Any], Awaitable[str]]]:
+def task_job(name: str, kind: type[T], *, owning: bool = False, ended: Ended | None = None,
+             restores: str = "") -> Callable[[Work], Callable[[dict, Any], Awaitable[str]]]:
     """The arq job function of ``work(res, run, job)``: read the payload as a ``kind`` (one
     this worker cannot read fails its task), then ``run_task``. What it returns is the job's
-    result."""
+    result. ``restores``: the kind of task whose record the job writes again when it is gone
+    and the job still holds its memory (run_task)."""
     def wrap(work: Work) -> Callable[[dict, Any], Awaitable[str]]:
         async def job_function(ctx: dict, payload: Any) -> str:
             job = await read_job(resources(ctx), payload, kind)
             if job is None:
                 return "unreadable"
-            return await run_task(ctx, name, job, work, owning=owning, ended=ended)
+            return await run_task(ctx, name, job, work, owning=owning, ended=ended,
+                                  restores=restores)
         job_function.__name__ = job_function.__qualname__ = work.__name__
         return job_function
     return wrap
 
 
 async def run_task(ctx: dict, name: str, job: T, work: Work, *, owning: bool = False,
-                   ended: Ended | None = None) -> str:
+                   ended: Ended | None = None, restores: str = "") -> str:
     """The prologue every job of a task shares: what a failure means for its task
     (tasks_outcome), then the task started (or resumed), and ``work`` run. A task that has
     ended (done, cancelled, failed; ``owning``: or lost its memory) does not start again: the
     job does nothing but ``ended(res, job, the state its start found)``. Its outcome (done,
-    cancelled, failed) is the result."""
+    cancelled, failed) is the result. A job that carries all it needs (``restores``: its
+    task's kind) does not depend on its record: one gone while the job still holds its
+    memory is written again, and the job goes on."""
     res = resources(ctx)
     async with tasks_outcome(ctx, name, [(job.task_id, job.namespace,
                                           getattr(job, "memory_id", ""))]) as run:
         moved = await start_task(res, ctx, job.task_id, owning=owning)
+        if not moved.ok and not moved.before and restores:
+            moved = await restore(res, ctx, job, restores)
         if not moved.ok:
             if ended is not None:
                 await ended(res, job, moved.before)
@@ -161,6 +168,21 @@ async def run_task(ctx: dict, name: str, job: T, work: Work, *, owning: bool = F
             return run.outcome
         return await work(res, run, job)
     return run.outcome
+
+
+async def restore(res: Resources, ctx: dict, job: Any, kind: str) -> tasks.Moved:
+    """The record of ``job``'s task written again from the job, running, if the job still
+    holds its memory (tasks.restore_task)."""
+    now = time.time()
+    record = TaskRecord(task_id=job.task_id, kind=kind, namespace=job.namespace,
+                        memory_id=job.memory_id, total=1, created_at=now, started_at=now,
+                        heartbeat_at=now, worker=res.worker_id,
+                        attempts=this_attempt(res, ctx),
+                        message="its record was lost; written again from its job")
+    if await tasks.restore_task(res.redis, record, res.task_ttl):
+        log.warning("task %s: its record was gone; written again from its job", job.task_id)
+        return tasks.Moved(True, "running")
+    return tasks.Moved(False, "")
 
 
 async def fail_task(res: Resources, task_id: str, namespace: str, memory_id: str,

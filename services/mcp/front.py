@@ -104,27 +104,45 @@ async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
     now = time.time()
     record, claim = await redis_call(front, adds.claim_and_enqueue(front.redis, front.settings,
                                                                    memory))
+    stored = None
+    if claim.owner and not claim.state:  # the task that claimed it is gone
+        stored = await _stored(front, MemoryRef(memory_id=record.memory_id,
+                                                namespace=memory.namespace))
+        if stored is None:  # and left nothing searchable: this add takes the memory over
+            record, claim = await redis_call(front, adds.claim_and_enqueue(
+                front.redis, front.settings, memory, gone=claim.owner))
     if claim.owner:
-        return await _duplicate(front, memory, record.memory_id, claim)
+        return await _duplicate(front, memory, record.memory_id, claim, stored)
     metrics.ENQUEUE_SECONDS.observe(time.time() - now)
     return AddReceipt(memory_id=record.memory_id, task_id=record.task_id, status="queued",
                       duplicate=False, namespace=memory.namespace)
 
 
-async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim
-                     ) -> AddReceipt:
+async def _stored(front: Front, ref: MemoryRef) -> MemoryRecord | None:
+    """The memory as stored, if it is (searchable, or expired but not yet deleted); None
+    when it is not, or only partly written."""
+    try:
+        found = await front.query.call("/v1/memory", ref, MemoryRecord)
+    except NotFound:
+        return None
+    return None if found.status == "ingesting" else found
+
+
+async def _duplicate(front: Front, memory: AddMemory, mid: str, claim: tasks.Claim,
+                     stored: MemoryRecord | None) -> AddReceipt:
     """The text was added before: answered with the task that owns it, and nothing else
     happens (what is stored, or queued to be, is never changed or run again by a duplicate;
     a task and its job are one step, shared/tasks/adds.py, so there is no lost job to bring
-    back). While a delete of it is under way, the add is refused until the delete is done."""
-    if claim.kind == "delete":
+    back). While a delete of it is under way, the add is refused until the delete is done.
+    ``stored``: the memory, read already."""
+    if claim.kind == "delete" and claim.state in tasks.ACTIVE:
         raise Unavailable(f"memory {mid} is being deleted (task {claim.owner}); nothing was "
                           "stored. Add it again once that task is done, in a few seconds")
     found = await redis_call(front, tasks.get_task(front.redis, claim.owner))
     state = found.state if found else "done"
     receipt = AddReceipt(memory_id=mid, task_id=claim.owner, duplicate=True, status=state,
                          namespace=memory.namespace)
-    if await _metadata_differs(front, memory, mid, found):
+    if await _metadata_differs(front, memory, mid, found, stored):
         return msgspec.structs.replace(receipt, metadata_changed=True, message=KEPT_METADATA)
     return receipt
 
@@ -134,12 +152,15 @@ KEPT_METADATA = ("this text is stored already; the stored metadata was kept. Cal
 
 
 async def _metadata_differs(front: Front, memory: AddMemory, mid: str,
-                            owner: TaskRecord | None) -> bool:
+                            owner: TaskRecord | None, stored: MemoryRecord | None) -> bool:
     """Whether the metadata of an add differs from the stored memory's: the digest its
-    ingest (or an update) recorded, or, once that record has expired, the memory as read.
-    Unknown (not yet written, or unreadable now): no."""
+    ingest (or an update) recorded, or, once that record has expired, the memory as read
+    (``stored``, when read already). Unknown (not yet written, or unreadable now): no."""
     if owner is not None and owner.meta_hash:
         return owner.meta_hash != adds.digest(memory)
+    if stored is not None:
+        return metadata_digest(stored.tags, stored.source, stored.metadata) != \
+            adds.digest(memory)
     try:
         stored = await front.query.call("/v1/memory", MemoryRef(memory_id=mid,
                                                                  namespace=memory.namespace),

@@ -149,7 +149,7 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
         if not isinstance(receipt, Refused) and not receipt.duplicate:
             await redis_call(front, front.redis.set(
                 version_key(request.namespace, request.memory_id), receipt.task_id,
-                ex=front.task_ttl))
+                ex=tasks.ACTIVE_TTL))
     finally:
         await untake_quietly(front, hold, previous)
     if isinstance(receipt, Refused):  # the namespace's write policy: nothing was stored

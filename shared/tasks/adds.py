@@ -51,14 +51,15 @@ OPEN_PREFIX = capacity.BATCH_PREFIX + "open:"
 
 # KEYS: claim, the new record, [thread's last memory]. ARGV: task id, ttl, now, memory id,
 # namespace, the member's payload, joinable ('1'/''), max bytes, max jobs, batch bytes, the
-# new batch job's six arq_enqueue arguments, field/value pairs of the record.
+# new batch job's six arq_enqueue arguments, a gone owner to take the claim from (or ''),
+# field/value pairs of the record.
 # Returns {1, '', '', '', previous turn, gen, batch} queued; {2, owner, its kind, its state}
-# another task owns the memory; over_limits' {0 or -1, total bytes, jobs} refused (nothing
-# written)
+# another task owns the memory (state '': its record is gone); over_limits' {0 or -1, total
+# bytes, jobs} refused (nothing written)
 _ADD = tasks.LIB + capacity.LUA + ENQUEUE + """
 local id, ttl, now, mid, ns, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local owner = redis.call('GET', KEYS[1])
-if owner then
+if owner and not (owner == ARGV[17] and redis.call('EXISTS', task_key(owner)) == 0) then
   local f = redis.call('HMGET', task_key(owner), 'kind', 'state')
   return {2, owner, f[1] or '', f[2] or '', '', 0, ''}
 end
@@ -77,9 +78,9 @@ if over then return over end
 local gen = redis.call('INCR', 'zapomni:gen')
 if batch == '' then batch = ARGV[12] end
 redis.call('SET', KEYS[1], id)
-redis.call('HSET', KEYS[2], unpack(ARGV, 17))
+redis.call('HSET', KEYS[2], unpack(ARGV, 18))
 redis.call('HSET', KEYS[2], 'gen', gen, 'batch', batch)
-redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[2], life('queued', ttl))
 place(KEYS[2], id, '', 'queued', now, ttl)
 local before = ''
 if KEYS[3] then
@@ -128,11 +129,14 @@ def members_key(batch_id: str) -> str:
     return capacity.BATCH_PREFIX + batch_id
 
 
-async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemory
-                            ) -> tuple[TaskRecord, tasks.Claim]:
+async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemory, *,
+                            gone: str = "") -> tuple[TaskRecord, tasks.Claim]:
     """Queue ``memory``'s ingest in one step: (its task record, the claim). ``claim.owner``
-    is set when another task owns the memory: then nothing was written. Overloaded when the
-    queue is full (nothing was written either)."""
+    is set when another task owns the memory: then nothing was written (``claim.state`` is
+    '' when that task's record is gone). ``gone``: such an owner, whose claim is taken over
+    if it still holds it and its record is still gone (the caller found the memory not
+    stored: ``take_gone_claim``). Overloaded when the queue is full (nothing was written
+    either)."""
     record = TaskRecord(task_id=new_task_id(), kind="ingest", namespace=memory.namespace,
                         memory_id=memory_id(memory.namespace, memory.content_hash), total=1,
                         created_at=time.time(), message="waiting for a worker",
@@ -141,9 +145,9 @@ async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemo
     # them from the record
     payload = serialize(ingest_job(memory, record, ""))
     capacity.check_size(settings, len(payload))
-    reply = await _add(redis, settings, memory, record, payload)
+    reply = await _add(redis, settings, memory, record, payload, gone)
     if reply[0] <= 0 and await capacity.reconcile(redis, gated=True):
-        reply = await _add(redis, settings, memory, record, payload)
+        reply = await _add(redis, settings, memory, record, payload, gone)
     if reply[0] <= 0:
         raise capacity.refusal(settings, reply)
     owner, kind, state, after, gen, batch = (tasks.as_text(x) for x in reply[1:7])
@@ -154,7 +158,7 @@ async def claim_and_enqueue(redis: ArqRedis, settings: Settings, memory: AddMemo
 
 
 async def _add(redis: ArqRedis, settings: Settings, memory: AddMemory, record: TaskRecord,
-               payload: bytes) -> list[Any]:
+               payload: bytes, gone: str) -> list[Any]:
     joinable = len(payload) <= MEMBER_BYTES
     job = queued_job(capacity.QUEUE_NAME, INGEST_BATCH,
                      BatchJob(batch_id=record.task_id, namespace=memory.namespace,
@@ -167,7 +171,7 @@ async def _add(redis: ArqRedis, settings: Settings, memory: AddMemory, record: T
     return await redis.eval(
         _ADD, len(keys), *keys, record.task_id, tasks.TASK_TTL, record.created_at,
         record.memory_id, record.namespace, payload, "1" if joinable else "",
-        settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(),
+        settings.max_queue_bytes, settings.max_queue_depth, BATCH_BYTES, *job.args(), gone,
         *tasks.flat_fields(record))
 
 

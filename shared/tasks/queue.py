@@ -16,6 +16,7 @@ from zapomni.shared.protocol.ids import part_job_id
 from zapomni.shared.protocol.jobs import FilesJob, GraphJob, GraphPartJob, PartJob, UpdateJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import capacity
+from zapomni.shared.tasks.tasks import JOB_EXPIRES
 
 INGEST_BATCH = "ingest_batch"  # the memories of a batch (shared/tasks/adds.py)
 EMBED_PART = "embed_part"
@@ -26,9 +27,6 @@ UPDATE = "update_memory"
 FILES = "ingest_files"
 IMPORT = "import_batch"
 REEMBED = "reembed_chunks"
-# seconds a queued job waits for a worker before arq drops it: 30 days, so a queued job
-# outlives a long worker outage (its bytes stay counted against max_queue_bytes meanwhile)
-JOB_EXPIRES = 30 * 86400
 
 
 def _encode_unknown(obj: Any) -> Any:

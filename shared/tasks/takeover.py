@@ -36,7 +36,7 @@ if owner ~= '' then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(ARGV, 14))
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], life('queued', ARGV[2]))
 place(KEYS[2], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
 hold(ARGV[8], ARGV[13])
 arq_enqueue(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12])
@@ -60,7 +60,7 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(ARGV, 5))
 redis.call('HSET', KEYS[2], 'previous', owner)
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], life('queued', ARGV[2]))
 place(KEYS[2], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
 return {1, owner, '', ''}
 """

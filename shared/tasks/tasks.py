@@ -9,10 +9,18 @@ reembed) is doing, for graph_status, and which task owns each memory.
     zapomni:parts:{task_id}         hash: finished part number -> worker that wrote it
     zapomni:last:{ns}:{thread hash} the memory added last to that thread (conversation order)
 
+A record lives as long as any job of its task can: while the task is queued or running,
+``ACTIVE_TTL`` (a queued job's life, ``JOB_EXPIRES``, and a record's life after that), so a
+job never runs without the record it reads; once the task has ended, ``TASK_TTL``. (Issue
+45: records of 7 days against jobs of 30 lost the adds and deletes a long outage held up.)
+
 Nothing here outlives the records it serves: a count set is trimmed of the tasks whose
 records have expired whenever a task moves into it, and expires a record's life after the
 last did; a thread's last memory expires a record's life after its last add (a thread
-silent for longer starts a new chain). Memory claims live as long as their memory.
+silent for longer starts a new chain). Memory claims live as long as their memory; a claim
+whose task is gone (its record expired long after the task ended, or was lost with Redis'
+data) is taken over by the next add or delete of that memory (shared/tasks/adds.py,
+shared/tasks/takeover.py).
 
 Task state is a state machine with this module as its only writer:
 
@@ -57,12 +65,25 @@ LOST = "lost"  # what a refused move reports when the task no longer owns its me
 # work, short enough that the records of a busy deployment stay a bounded set
 TASK_TTL_DAYS = 7
 TASK_TTL = TASK_TTL_DAYS * 86400  # seconds
+# seconds a queued job waits for a worker before arq drops it: 30 days, so a queued job
+# outlives a long worker outage (its bytes stay counted against max_queue_bytes meanwhile)
+JOB_EXPIRES = 30 * 86400
+# seconds an active task's record lives after its last change: longer than any job of it
+ACTIVE_TTL = JOB_EXPIRES + TASK_TTL
 
 # helpers every script starts with: move a task between the count sets, and the key of the
 # claim on a task's memory (both from the task's own fields). The add path's script
 # (shared/tasks/adds.py) starts with them too
 LIB = """
+local JOB_EXPIRES = """ + str(JOB_EXPIRES) + """
 local function task_key(id) return 'zapomni:task:' .. id end
+local function active(state) return state == 'queued' or state == 'running' end
+-- how long a record (or a set of records) in ``state`` lives: an active task's outlives
+-- every job of it (a queued job lives JOB_EXPIRES), an ended one's ``ttl``
+local function life(state, ttl)
+  if active(state) then return tonumber(ttl) + JOB_EXPIRES end
+  return tonumber(ttl)
+end
 local function claim_key(key)
   local f = redis.call('HMGET', key, 'namespace', 'memory_id')
   return 'zapomni:mem:' .. f[1] .. ':' .. f[2]
@@ -77,18 +98,17 @@ local function place(key, id, from, to, now, ttl)
   end
   for _, set in ipairs({'zapomni:tasks:' .. ns .. ':' .. to, 'zapomni:tasks:*:' .. to}) do
     redis.call('ZADD', set, now, id)
-    redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. (now - ttl))
-    redis.call('EXPIRE', set, ttl)
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. (now - life(to, ttl)))
+    redis.call('EXPIRE', set, life(to, ttl))
   end
 end
-local function active(state) return state == 'queued' or state == 'running' end
 -- a task from state ``from`` to ``to``: the state, when it started running, the count sets,
 -- the expiry
 local function transition(key, id, from, to, now, ttl)
   redis.call('HSET', key, 'state', to)
   if from == 'queued' and to == 'running' then redis.call('HSET', key, 'started_at', now) end
   place(key, id, from, to, now, ttl)
-  redis.call('EXPIRE', key, ttl)
+  redis.call('EXPIRE', key, life(to, ttl))
 end
 """
 
@@ -113,7 +133,7 @@ end
 if to ~= '' and to ~= state then
   transition(key, id, state, to, now, ttl)
 else
-  redis.call('EXPIRE', key, ttl)
+  redis.call('EXPIRE', key, life(state, ttl))
 end
 return {1, state}
 """
@@ -155,11 +175,11 @@ local state = redis.call('HGET', key, 'state')
 if not state or not active(state) then return {-1, state or ''} end
 local parts = 'zapomni:parts:' .. ARGV[1]
 redis.call('HSET', parts, ARGV[3], ARGV[4])
-redis.call('EXPIRE', parts, ARGV[2])
+redis.call('EXPIRE', parts, life(state, ARGV[2]))
 local done = redis.call('HLEN', parts)
 if ARGV[5] == '1' then redis.call('HSET', key, 'done', done) end
 redis.call('HSET', key, 'heartbeat_at', ARGV[6])
-redis.call('EXPIRE', key, ARGV[2])
+redis.call('EXPIRE', key, life(state, ARGV[2]))
 return {done, state}
 """
 
@@ -167,10 +187,23 @@ return {done, state}
 _CREATE = LIB + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], life('queued', ARGV[2]))
 place(KEYS[1], ARGV[1], '', 'queued', ARGV[3], ARGV[2])
 return 1
 """
+
+# A job whose task's record is gone while the memory's claim is still the task's (Redis lost
+# the record, or it expired under an older version): its job carries all it needs, so the
+# record is written again, running, and the job goes on. KEYS: claim, record. ARGV: task
+# id, ttl, now, field/value pairs. 1 when written
+_RESTORE = LIB + """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[2], life('running', ARGV[2]))
+place(KEYS[2], ARGV[1], '', 'running', ARGV[3], ARGV[2])
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class Moved:
@@ -236,6 +269,15 @@ async def create_task(redis: Redis, record: TaskRecord, ttl: int) -> bool:
     created = await redis.eval(_CREATE, 1, task_key(record.task_id), record.task_id, ttl,
                                record.created_at, *flat_fields(record))
     return bool(created)
+
+
+async def restore_task(redis: Redis, record: TaskRecord, ttl: int) -> bool:
+    """Write ``record`` (running) again if it is gone and its memory's claim is still its
+    task's; False otherwise (the task ended, or another task took the memory)."""
+    keys = [memory_key(record.namespace, record.memory_id), task_key(record.task_id)]
+    record = msgspec.structs.replace(record, state="running")
+    return bool(await redis.eval(_RESTORE, len(keys), *keys, record.task_id, ttl, time.time(),
+                                 *flat_fields(record)))
 
 
 async def move(redis: Redis, task_id: str, to: str = "", *, ttl: int,
@@ -311,11 +353,16 @@ async def task_totals(redis: Redis, ttl: int) -> dict[str, int]:
     return await task_counts(redis, "*", ttl)
 
 
+def life(state: str, ttl: int) -> int:
+    """How long a record in ``state`` lives after its last change (LIB's ``life``)."""
+    return ttl + JOB_EXPIRES if state in ACTIVE else ttl
+
+
 async def task_counts(redis: Redis, namespace: str, ttl: int) -> dict[str, int]:
-    cutoff = time.time() - ttl
+    now = time.time()
     async with redis.pipeline(transaction=False) as pipe:
         for state in TASK_STATES:
-            pipe.zremrangebyscore(state_key(namespace, state), "-inf", cutoff)
+            pipe.zremrangebyscore(state_key(namespace, state), "-inf", now - life(state, ttl))
             pipe.zcard(state_key(namespace, state))
         replies = await pipe.execute()
     return {state: int(replies[2 * i + 1]) for i, state in enumerate(TASK_STATES)}
