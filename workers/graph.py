@@ -33,7 +33,7 @@ from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.store import cypher_graph
 from zapomni.shared.store.graphstore import run
 from zapomni.shared.tasks import tasks
-from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph, enqueue_graph_part
+from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph_part, queue_task
 from zapomni.workers.code_graph import code_chunks, write_code
 from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
@@ -195,9 +195,8 @@ async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
     if not res.settings.graph_on(namespace):
         return ""
     task_id = graph_task_id(write_task_id)
-    await tasks.create_task(res.redis, TaskRecord(
+    await queue_task(res.redis, res.settings, TaskRecord(
         task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
-        created_at=time.time(), message="waiting for a worker"), res.task_ttl)
-    await enqueue_graph(res.redis, res.settings, GraphJob(task_id=task_id, namespace=namespace,
-                                                           memory_ids=memory_ids))
+        created_at=time.time(), message="waiting for a worker"), BUILD_GRAPH,
+        GraphJob(task_id=task_id, namespace=namespace, memory_ids=memory_ids), bounded=False)
     return task_id

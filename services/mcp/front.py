@@ -4,6 +4,7 @@ read task records, forward reads. No model, no FalkorDB, no heavy work."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -31,8 +32,8 @@ from zapomni.shared.protocol.metadata import metadata_digest
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import deletes
-from zapomni.shared.tasks import adds, capacity, tasks
-from zapomni.shared.tasks.queue import BUILD_GRAPH, connect_queue, enqueue, payload_size
+from zapomni.shared.tasks import adds, capacity, queue, tasks
+from zapomni.shared.tasks.queue import BUILD_GRAPH, connect_queue
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"
@@ -93,11 +94,19 @@ async def add_memory(front: Front, memory: AddMemory) -> AddReceipt | Refused:
     try:
         receipt = await store_memory(front, memory)
     except BaseException:
-        await policy.refund(front.redis, rule, memory, ticket)
+        await _refund(front, rule, memory, ticket)
         raise
     if receipt.duplicate:
-        await policy.refund(front.redis, rule, memory, ticket)
+        await _refund(front, rule, memory, ticket)
     return receipt
+
+
+async def _refund(front: Front, rule: policy.Rule, memory: AddMemory, ticket: str) -> None:
+    """Give the thread's window its place back, bounded as every Redis call of the front;
+    Redis away or slow: the place stays taken until the window passes (the add's own
+    answer, or error, is what the client sees)."""
+    with contextlib.suppress(Unavailable):
+        await redis_call(front, policy.refund(front.redis, rule, memory, ticket))
 
 
 async def store_memory(front: Front, memory: AddMemory) -> AddReceipt:
@@ -282,14 +291,11 @@ async def build_graph(front: Front, request: BuildGraph) -> TaskReceipt:
 
 async def queue_task(front: Front, record: TaskRecord, function: str, job: object
                      ) -> TaskReceipt:
-    """A task the front starts with one job (graph, files, reembed): its bytes reserved
-    against the queue's limits first (refused, retryable, before anything is written), then
-    its record, then its job under the task's id."""
-    await redis_call(front, capacity.reserve(front.redis, front.settings, record.task_id,
-                                             payload_size(job), check=True))
-    await redis_call(front, tasks.create_task(front.redis, record, front.task_ttl))
-    await redis_call(front, enqueue(front.redis, front.settings, function, job,
-                                    record.task_id, bounded=True))
+    """A task the front starts with one job (graph, files, reembed): its record, its job
+    under the task's id and the job's bytes, checked against the queue's limits, in one step
+    (refused, retryable, with nothing written; shared/tasks/queue.py)."""
+    await redis_call(front, queue.queue_task(front.redis, front.settings, record, function,
+                                             job, bounded=True))
     return TaskReceipt(task_id=record.task_id, status="queued", namespace=record.namespace)
 
 

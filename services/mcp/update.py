@@ -38,7 +38,7 @@ from zapomni.shared.protocol.jobs import UpdateJob
 from zapomni.shared.protocol.metadata import memory_metadata, metadata_digest
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.tasks import takeover, tasks
-from zapomni.shared.tasks.queue import enqueue_update
+from zapomni.shared.tasks.queue import UPDATE, queue_job_of
 
 BUSY = {"ingest": "written", "delete": "deleted", "update": "updated"}
 
@@ -193,13 +193,16 @@ async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
             await redis_call(front, takeover.untake(front.redis, record, previous))
             return unchanged(current, "the memory has this metadata already; nothing was "
                                       "changed")
-        await redis_call(front, tasks.move(front.redis, record.task_id, ttl=front.task_ttl,
-                                           allowed=("queued",), meta_hash=digest))
-        await redis_call(front, enqueue_update(front.redis, front.settings, update_job(
-            record, fields)))
+        queued = await redis_call(front, queue_job_of(
+            front.redis, front.settings, record.task_id, UPDATE, update_job(record, fields),
+            bounded=True, meta_hash=digest))
     except BaseException:
         await untake_quietly(front, record, previous)
         raise
+    if not queued:  # a delete took the memory meanwhile, cancelling this update: it wins
+        return UpdateReceipt(memory_id=request.memory_id, task_id=record.task_id,
+                             status="cancelled", namespace=request.namespace,
+                             message="the memory is being deleted; nothing was changed")
     return UpdateReceipt(memory_id=request.memory_id, task_id=record.task_id,
                          status="queued", namespace=request.namespace)
 

@@ -24,14 +24,14 @@ stay, and the reader leaves dead numbers out of the sums."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import time
-import uuid
 from collections import Counter
 from typing import Any
 
 import numpy as np
+from redis.exceptions import LockError
 
 from zapomni.shared.store import cypher_schema
 from zapomni.shared.store.graphstore import answer, run
@@ -222,9 +222,12 @@ async def backfill(graph: Any) -> int:
     time from a cursor kept beside them, so a migration cut short goes on where it stopped
     (CLAIM numbers a chunk of the page it was in once). Workers that start together wait for
     the one holding the lock (a holder that died frees it after LOCK_MS). The chunks read."""
-    keys, token = prefix(graph.key), uuid.uuid4().hex
-    while not await answer(graph.raw.set(keys + "backfill:lock", token, nx=True, px=LOCK_MS)):
-        await asyncio.sleep(1)
+    keys = prefix(graph.key)
+    # redis-py's lock: SET NX PX to take it, and a release that deletes it only while it is
+    # still this holder's (a compare-and-delete script: a GET then a DEL deleted the lock of
+    # the worker that took it over in between, once this one's had lapsed)
+    lock = graph.raw.lock(keys + "backfill:lock", timeout=LOCK_MS / 1000, sleep=1.0)
+    await answer(lock.acquire())
     try:
         rows = await run(graph, cypher_schema.MAX_CHUNK_NODE, read_only=True)
         last = int(rows[0][0]) if rows and rows[0][0] is not None else -1
@@ -246,5 +249,5 @@ async def backfill(graph: Any) -> int:
                          graph.key, done, start, last)
         return done
     finally:
-        if await answer(graph.raw.get(keys + "backfill:lock")) == token.encode():
-            await answer(graph.raw.delete(keys + "backfill:lock"))
+        with contextlib.suppress(LockError):  # it lapsed: another holder's now, left alone
+            await answer(lock.release())

@@ -4,6 +4,8 @@ by a dead process does not hold the queue for ever."""
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 import pytest
 from fastmcp import Client
@@ -11,12 +13,22 @@ from fastmcp import Client
 from tests.support.mcp import call, error
 from tests.support.workers import run_workers
 from zapomni.services.mcp.server import build_server
+from zapomni.shared.protocol.errors import Overloaded
 from zapomni.shared.protocol.ids import part_job_id
-from zapomni.shared.protocol.jobs import DeleteJob
+from zapomni.shared.protocol.jobs import DeleteJob, GraphJob
+from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.settings import Settings
-from zapomni.shared.tasks import capacity
+from zapomni.shared.tasks import capacity, tasks
 from zapomni.shared.tasks.capacity import QUEUE_NAME
-from zapomni.shared.tasks.queue import DELETE, connect_queue, enqueue, payload_size
+from zapomni.shared.tasks.queue import (
+    BUILD_GRAPH,
+    DELETE,
+    connect_queue,
+    enqueue,
+    payload_size,
+    queue_job_of,
+    queue_task,
+)
 from zapomni.workers.main import make_worker
 
 CAP = 300_000  # bytes: two texts of 100 KB fit, a third does not
@@ -127,3 +139,38 @@ async def test_a_reservation_left_by_a_dead_process_does_not_hold_the_queue(
     entries, total = await held(aredis)
     assert set(entries) == {"task_coming", a["task_id"]}
     assert total == sum(entries.values())
+
+
+async def test_a_task_and_its_job_are_one_step_refused_whole(capped, aredis):
+    """queue_task (task_job.lua) alone: past the limits nothing is written, not the record,
+    not the job, not its bytes; again with the same record (a job that runs twice) it
+    writes nothing more; the job of a task taken over is queued only while it is queued."""
+    redis = connect_queue(capped)
+    try:
+        record = TaskRecord(task_id="task_" + "c" * 32, kind="graph", namespace="default",
+                            created_at=time.time(), message="waiting for a worker")
+        job = GraphJob(task_id=record.task_id, namespace="default")
+        await aredis.set(capacity.TOTAL_KEY, CAP)  # the queue's bytes are full
+        with pytest.raises(Overloaded):
+            await queue_task(redis, capped, record, BUILD_GRAPH, job, bounded=True)
+        assert await aredis.exists(tasks.task_key(record.task_id)) == 0
+        assert await aredis.zcard(QUEUE_NAME) == 0
+        assert await aredis.hlen(capacity.BYTES_KEY) == 0
+        # counted, never refused (a worker's follow-up task)
+        assert await queue_task(redis, capped, record, BUILD_GRAPH, job, bounded=False)
+        assert not await queue_task(redis, capped, record, BUILD_GRAPH, job, bounded=False)
+        assert await aredis.zcard(QUEUE_NAME) == 1
+        assert (await held(aredis))[0] == {record.task_id: payload_size(job)}
+        assert (await tasks.get_task(aredis, record.task_id)).state == "queued"
+        await aredis.set(capacity.TOTAL_KEY, 0)
+        # the job of a task whose record is written already: only while it is queued
+        other = msgspec.structs.replace(record, task_id="task_" + "d" * 32)
+        await tasks.create_task(aredis, other, tasks.TASK_TTL)
+        await tasks.move(aredis, other.task_id, "cancelled", ttl=tasks.TASK_TTL)
+        assert not await queue_job_of(redis, capped, other.task_id, BUILD_GRAPH,
+                                      msgspec.structs.replace(job, task_id=other.task_id),
+                                      bounded=True, message="never")
+        assert await aredis.zcard(QUEUE_NAME) == 1
+        assert (await tasks.get_task(aredis, other.task_id)).message == "waiting for a worker"
+    finally:
+        await redis.aclose()

@@ -16,12 +16,14 @@ import redis.exceptions
 from prometheus_client import REGISTRY
 
 from tests.support.graph import query, stored
-from tests.support.workers import run_workers
+from tests.support.workers import add_text, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
-from zapomni.shared.protocol.api import MemoryRef
+from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.protocol.errors import Unavailable
 from zapomni.shared.protocol.validation import decode_add_memory
+from zapomni.shared.store import postings
+from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.tasks import tasks
 
 TEXT = "The night ferry to Hvar leaves at eleven from the second pier."
@@ -131,3 +133,63 @@ async def test_a_duplicate_add_never_runs_again_nor_changes_what_is_stored(setti
     assert await query(fanned, "MATCH (m:Memory) RETURN m.source") == [["first"]]
     counts = await stored(fanned)
     assert counts["memories"] == counts["ready"] == 1 and counts["orphan_chunks"] == 0
+
+
+RECORD_WRITTEN = "'', 'queued'"  # a line of each script that writes a new task's record
+
+
+async def test_a_front_task_is_never_left_queued_without_its_job(settings, aredis):
+    """Issue 45 item 5: build_graph, ingest_path and reembed (``queue_task``) reserved,
+    wrote the record and enqueued in three round trips; Redis lost after the record left
+    the task queued for a week with no job."""
+    front = Front(settings)
+    try:
+        with redis_lost_after(front.redis, RECORD_WRITTEN) as lost, \
+                contextlib.suppress(Unavailable):
+            await ops.build_graph(front, BuildGraph())
+        assert lost, "the graph task's record was never written"
+    finally:
+        await front.aclose()
+    await run_workers(settings)
+    await nothing_waits(aredis)
+    done = await aredis.zrange(tasks.state_key("default", "done"), 0, -1)
+    assert len(done) == 1  # the graph task ran
+
+
+async def test_the_backfill_lock_is_released_only_by_its_holder(settings, aredis):
+    """Issue 45 item 5: the postings' backfill lock was released by a GET then a DEL; had
+    it lapsed and another worker taken it in between, the DEL removed that worker's lock."""
+    await add_text(settings, TEXT)
+    await run_workers(settings)
+    store = GraphStore(settings)
+    graph = store.graph("default")
+    lock = postings.prefix(graph.key) + "backfill:lock"
+    original = graph.raw.execute_command
+    taken: list[str] = []
+
+    async def execute(*args, **options):
+        # as the release begins, the lock changes hands (this holder's lapsed, another took
+        # it): before a script that releases it, or after a read that found it ours
+        if args[0] in ("EVAL", "EVALSHA") and lock.encode() in map(_bytes, args) and \
+                not taken:
+            await original("SET", lock, "the-other-worker")
+            taken.append(args[0])
+        answer = await original(*args, **options)
+        if args[0] == "GET" and _bytes(args[1]) == lock.encode() and answer and not taken:
+            await original("SET", lock, "the-other-worker")
+            taken.append(args[0])
+        return answer
+
+    graph.raw.execute_command = execute
+    try:
+        await postings.backfill(graph)
+    finally:
+        graph.raw.execute_command = original
+        await store.aclose()
+    assert taken, "the release never read or ran on the lock"
+    assert await aredis.get(lock) == b"the-other-worker"
+
+
+def _bytes(value) -> bytes:
+    return value.encode() if isinstance(value, str) else value if isinstance(value, bytes) \
+        else str(value).encode()
