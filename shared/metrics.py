@@ -40,6 +40,8 @@ TASKS = Gauge("zapomni_tasks", "Tasks by state (kept for the task TTL)", ["state
 # ---- worker ----
 JOBS = Counter("zapomni_jobs_total", "Jobs by function and outcome", ["job", "outcome"])
 JOB_SECONDS = Histogram("zapomni_job_seconds", "Job duration", ["job"], buckets=SLOW)
+JOB_STALLS = Counter("zapomni_job_stalls_total",
+                     "Jobs retried because they made no progress for their stall limit", ["job"])
 STAGE_SECONDS = Histogram("zapomni_stage_seconds", "Time per pipeline stage", ["stage"],
                           buckets=SLOW)
 CHUNKS_EMBEDDED = Counter("zapomni_chunks_embedded_total", "Chunks embedded and written")
@@ -65,5 +67,6 @@ ACCESS_FOLDED = Counter("zapomni_access_folded_total",
 
 ALL = (TOOL_CALLS, TOOL_SECONDS, ENQUEUE_SECONDS, REFUSALS, SEARCH_SECONDS, SEARCH_CANDIDATES,
        QUERY_CACHE, QUEUE_DEPTH, QUEUE_BYTES, QUEUE_OLDEST, WORKERS_ALIVE, TASKS, JOBS,
-       JOB_SECONDS, STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS, EMBED_IN_FLIGHT,
-       EMBED_CACHE, FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED, ACCESS_EVENTS, ACCESS_FOLDED)
+       JOB_SECONDS, JOB_STALLS, STAGE_SECONDS, CHUNKS_EMBEDDED, EMBED_REQUEST_SECONDS,
+       EMBED_IN_FLIGHT, EMBED_CACHE, FALKORDB_WRITE_SECONDS, CHUNKS_GRAPHED, ACCESS_EVENTS,
+       ACCESS_FOLDED)

@@ -35,7 +35,7 @@ from zapomni.shared.text.chunking import code_language
 from zapomni.workers import ingest
 from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.ingest import ingest_one, left_behind
-from zapomni.workers.outcome import read_job, tasks_outcome, this_attempt
+from zapomni.workers.outcome import progressed, read_job, tasks_outcome, this_attempt
 from zapomni.workers.resources import Resources, hook_for_tests, resources
 from zapomni.workers.store import (
     mark_all_ready,
@@ -102,9 +102,18 @@ async def start(res: Resources, ctx: dict, jobs: list[IngestJob]) -> list[Ingest
 
 
 async def chunk_all(res: Resources, jobs: list[IngestJob]) -> Members:
+    """Every memory chunked, in one thread; each one chunked is progress (the stall limit,
+    workers/outcome.py)."""
+    def split_each() -> list[list[ChunkSpan]]:
+        split = []
+        for j in jobs:
+            split.append(res.chunker.split(j.text, code_language(j.metadata_json), None,
+                                           j.line_offset))
+            progressed()
+        return split
+
     with metrics.STAGE_SECONDS.labels("chunk").time():
-        split = await asyncio.to_thread(lambda: [res.chunker.split(
-            j.text, code_language(j.metadata_json), None, j.line_offset) for j in jobs])
+        split = await asyncio.to_thread(split_each)
     return list(zip(jobs, split, strict=True))
 
 
@@ -114,6 +123,7 @@ async def write_batch(res: Resources, batch: BatchJob, split: Members) -> str:
     dim = await res.embedder.dimension()
     prop = await prepare_namespace(res.store, batch.namespace, res.embedder.name, dim)
     await write_memories(graph, [(job, len(spans)) for job, spans in split])
+    progressed()
     kept = await keep_owned(res, split, "memory_written")
     started = time.perf_counter()
     vectors = await ingest.embed(res, [c.text for _, spans in kept for c in spans])
@@ -122,6 +132,7 @@ async def write_batch(res: Resources, batch: BatchJob, split: Members) -> str:
     with metrics.STAGE_SECONDS.labels("write").time():
         await write_batch_chunks(graph, [(job.memory_id, spans) for job, spans in kept],
                                  vectors, prop)
+    progressed()
     log.info("batch %s: %d memories, %d chunks, embed %.2fs, write %.2fs", batch.batch_id,
              len(kept), len(vectors), embedded - started, time.perf_counter() - embedded)
     kept = await keep_owned(res, kept, "part_written")

@@ -3,7 +3,7 @@ queued (shared/tasks/adds.py), with the rules of ``zapomni ingest``: a file whos
 already for its source (metadata ``file_sha256`` of a memory from the same root) is left
 alone; a changed one is added anew and its old memory deleted.
 
-A job reads files for a share of JOB_TIMEOUT, then passes the rest on to a continuation
+A job reads files for SLICE_SECONDS, then passes the rest on to a continuation
 that walks on after the last file it read (a cursor in the walk's fixed order, not a
 position: folders before it are not walked again, and files added or removed behind it
 move nothing ahead of it) with the counts so far; so a slice that runs again writes the
@@ -42,7 +42,7 @@ from zapomni.shared.text.files import (
     walk_files,
 )
 from zapomni.shared.text.roots import allowed_roots, inside
-from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, deadline, task_job
+from zapomni.workers.outcome import SLICE_SECONDS, JobRun, progressed, task_job
 from zapomni.workers.resources import Resources
 
 # the current memories ingested from one root (meta_kv holds "root=<JSON path>"), by id
@@ -54,7 +54,6 @@ RETURN m.id, m.source, m.metadata ORDER BY m.id LIMIT $limit
 MEMORY_READY = "MATCH (m:Memory {id: $id}) RETURN m.ready"
 PAGE = 1000
 PROGRESS_EVERY = 20  # files between progress writes
-BUDGET = 0.5  # share of the job's time limit a slice reads files for
 
 
 @task_job(FILES, FilesJob)
@@ -73,9 +72,10 @@ async def walk_slice(res: Resources, job: FilesJob) -> str:
                           max_bytes=res.settings.ingest_max_file_bytes, within=roots)
     stored = await stored_files(res, job.namespace, root_key(root))
     counts, walked, started = job.counts, job.walked, time.monotonic()
-    budget = deadline(JOB_TIMEOUT) * BUDGET
+    budget = SLICE_SECONDS
     for item in walk_files(root, selection, after=job.after, counted=job.walked):
         counts = await add_file(res, job, root_key(root), item, stored, counts)
+        progressed()
         if counts.found % PROGRESS_EVERY == 0 and not await record(res, job, counts):
             return "cancelled"
         if isinstance(item, Found):  # a slice ends after a file: the cursor is its source

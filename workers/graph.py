@@ -35,7 +35,7 @@ from zapomni.shared.store.graphstore import run
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph_part, queue_task
 from zapomni.workers.code_graph import code_chunks, write_code
-from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
+from zapomni.workers.outcome import SLICE_SECONDS, JobRun, progressed, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import drop_orphans, write_entities
 
@@ -46,9 +46,6 @@ FIRST, END = "", "~"
 HASH_DIGITS = 8  # hex digits of the memory hash that range boundaries use
 PART_CHUNKS = 512  # chunks per graph job; a larger task fans out over the workers
 BATCH = 64  # chunks per NER batch and per write; the task's progress moves after each
-# share of JOB_TIMEOUT a part reads for before it passes the rest on to a continuation job
-# (it finishes the batch it is in: a batch of 64 chunks is seconds, well under the rest)
-BUDGET = 0.5
 
 @task_job(BUILD_GRAPH, GraphJob)
 async def build_graph(res: Resources, run_: JobRun, job: GraphJob) -> str:
@@ -111,7 +108,9 @@ def memory_groups(rows: list, size: int) -> Iterator[list[str]]:
 
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
-    budget = started + JOB_TIMEOUT * BUDGET
+    # a part reads for SLICE_SECONDS, then passes the rest on to a continuation job (it
+    # finishes the batch it is in)
+    budget = started + SLICE_SECONDS
     after, read = job.after, 0
     while True:
         if await cancelled(res, job.task_id):
@@ -125,6 +124,7 @@ async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str
             return f"part {job.part + 1}/{job.parts} continues after {after}"
         after = await read_batch(res, graph, job, rows)
         read += 1
+        progressed()
         # tests act here (a cancel after the k-th batch): the job, with the last chunk read
         await hook_for_tests(res, "graph_batch", msgspec.structs.replace(job, after=after))
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,

@@ -35,7 +35,7 @@ from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import EMBED_PART, enqueue_part
 from zapomni.shared.text.chunking import code_language
 from zapomni.workers.graph import follow_ingest
-from zapomni.workers.outcome import JobRun, run_task, task_job
+from zapomni.workers.outcome import JobRun, progressed, run_task, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 from zapomni.workers.store import (
     link_chunks,
@@ -51,9 +51,15 @@ log = logging.getLogger(__name__)
 ONE = "ingest_memory"  # one memory's ingest (a large one's batch, alone), as metrics name it
 CHUNK_REPORT_S = 1.0  # how often a task being chunked shows how far it got, at most
 # chunks per embed-and-write job when a document fans out: 32 chunks of up to 256 tokens are
-# a few seconds of the in-process model, so every job stays far below JOB_TIMEOUT and a
-# large document is shared by every worker
+# a few seconds of the in-process model, so a killed worker loses little and a large document
+# is shared by every worker
 PART_CHUNKS = 32
+# texts embedded per call: each slice is progress (workers/outcome.py, the stall limit), so a
+# batch of hundreds of chunks on a starved host is never taken for a hung job. 128: ~2 s of
+# the in-process model idle (one text a run), minutes when starved a hundredfold, under the
+# limit; 8 Ollama requests of 16 in flight, as many as a batch of small memories (at most
+# 32 KiB of text) ever sent at once
+EMBED_SLICE = 128
 
 
 async def left_behind(res: Resources, job: IngestJob | PartJob, before: str) -> None:
@@ -82,6 +88,7 @@ async def write_one(res: Resources, run: JobRun, job: IngestJob) -> str:
     await prepare_namespace(res.store, job.namespace, res.embedder.name,
                             await res.embedder.dimension())
     await write_memory(res.store.graph(job.namespace), job, len(chunks))
+    progressed()
     if not await still_owned(res, run, job, "memory_written"):
         return run.outcome
     jobs = [PartJob(task_id=job.task_id, memory_id=job.memory_id, namespace=job.namespace,
@@ -117,9 +124,14 @@ async def chunk_text(res: Resources, job: IngestJob) -> list[ChunkSpan]:
         split = asyncio.ensure_future(asyncio.to_thread(
             res.chunker.split, job.text, code_language(job.metadata_json),
             lambda done: share.__setitem__(0, done), job.line_offset))
+        shown = 0.0
         while not (await asyncio.wait({split}, timeout=CHUNK_REPORT_S))[0]:
+            if share[0] > shown:  # a section more is split (shared/text/large_text.py)
+                shown = share[0]
+                progressed()
             await tasks.move(res.redis, job.task_id, ttl=res.task_ttl,
                              heartbeat_at=time.time(), message=f"chunking: {share[0]:.0%}")
+        progressed()
         return split.result()
 
 
@@ -141,6 +153,7 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
                                    vectors.shape[1])
     with metrics.STAGE_SECONDS.labels("write").time():
         await write_chunks(graph, job.memory_id, job.chunks, vectors, prop)
+    progressed()
     metrics.CHUNKS_EMBEDDED.inc(len(job.chunks))
     log.info("part %d/%d of %s: %d chunks, embed %.2fs, write %.2fs", job.part + 1, job.parts,
              job.memory_id, len(job.chunks), embedded - started, time.perf_counter() - embedded)
@@ -161,14 +174,21 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
 async def embed(res: Resources, texts: list[str]) -> np.ndarray:
     """The vectors of ``texts`` (a batch's every chunk in one call), checked: a rejection is
     the model's (missing, wrong dimension), the same for every text of a batch."""
+    slices = []
     with metrics.STAGE_SECONDS.labels("embed").time():
-        vectors = await res.embedder.embed(texts) if texts else None
-    dim = await res.embedder.dimension()  # after the embedding: Ollama's is known by then
-    vectors = np.zeros((0, dim), np.float32) if vectors is None else vectors
-    if vectors.shape != (len(texts), dim):
-        raise EmbeddingRejected(f"the embedder returned vectors of shape {vectors.shape}, "
-                                f"expected ({len(texts)}, {dim})")
-    return vectors
+        for start in range(0, len(texts), EMBED_SLICE):
+            asked = texts[start : start + EMBED_SLICE]
+            vectors = await res.embedder.embed(asked)
+            dim = await res.embedder.dimension()  # after an embedding: Ollama's is known
+            if vectors is None or vectors.shape != (len(asked), dim):
+                shape = None if vectors is None else vectors.shape
+                raise EmbeddingRejected(f"the embedder returned vectors of shape {shape}, "
+                                        f"expected ({len(asked)}, {dim})")
+            slices.append(vectors)
+            progressed()
+    if not slices:
+        return np.zeros((0, await res.embedder.dimension()), np.float32)
+    return np.concatenate(slices)
 
 
 async def finish_memory(res: Resources, run: JobRun, job: PartJob,

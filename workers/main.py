@@ -98,7 +98,7 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         burst=burst,
         handle_signals=handle_signals,
         max_jobs=settings.max_jobs,
-        job_timeout=outcome.JOB_TIMEOUT,
+        job_timeout=outcome.JOB_CEILING,  # ours fires first (workers/outcome.py)
         # one run more than ours: a job whose worker died on every try still reaches our
         # code once, which fails its task (outcome.py) instead of leaving it "running"
         max_tries=outcome.MAX_TRIES + 1,

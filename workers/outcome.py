@@ -8,6 +8,7 @@ chunks and memory node are removed and the text may be added again.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import time
@@ -35,9 +36,21 @@ T = TypeVar("T", bound="TaskJob")
 log = logging.getLogger(__name__)
 
 
-# seconds per job: fan-out (PART_CHUNKS, graph parts, continuation jobs) keeps every job far
-# below this, so only a hung call reaches it
-JOB_TIMEOUT = 120
+# A job's limit follows its work, not the clock: it is retried when it has made no progress
+# for STALL_SECONDS (``progressed``: a memory chunked, a slice of texts embedded, a write, a
+# batch read), however long the whole takes. A fixed 120 s ran over on a busy host (issue 45:
+# at load 40, workers at nice 10 got a few percent of a core and a batch of 32 KiB timed out
+# while chunking, 130 times in 40 min, each retry from the start). Only a hung call stalls:
+# every call out (Redis, FalkorDB, Ollama) has a timeout of its own, a unit of work is at most
+# seconds idle and a few minutes starved, and a SIGSTOPped worker (3 min in the faults
+# campaign) is not a stall.
+STALL_SECONDS = 600
+# a job's whole life, at most: arq's job_timeout; ours fires first (``deadline``), so arq never
+# ends a job whose task it leaves running (issue 51: arq's 120 s timeout did that to 16 tasks)
+JOB_CEILING = 6 * 3600
+# seconds a walking job (a graph part, a files slice, a re-embed step) reads before it hands
+# the rest to a continuation job: what it did is kept, and its lease is short to take over
+SLICE_SECONDS = 60
 # attempts per job (with backoff 2, 4, ... 60 s: about three minutes of an outage ridden out);
 # a job whose worker died on every try fails its task
 MAX_TRIES = 8
@@ -47,6 +60,30 @@ def deadline(job_timeout: int) -> float:
     """Our own deadline fires before arq's job_timeout, so a slow job retries (arq would
     fail it for good) and its task says why."""
     return job_timeout - min(5.0, job_timeout * 0.1)
+
+
+_RUN: contextvars.ContextVar[JobRun | None] = contextvars.ContextVar("zapomni_job", default=None)
+
+
+def progressed() -> None:
+    """The job running here finished a unit of work: its stall limit starts again. Called in
+    the job's task or in a thread it started (asyncio.to_thread carries the context)."""
+    run = _RUN.get()
+    if run is not None:
+        run.progress_at = time.monotonic()
+
+
+async def _watch(run: JobRun, limit: asyncio.Timeout) -> None:
+    """Fire ``limit`` (in the job's own task) once the job has made no progress for
+    STALL_SECONDS."""
+    loop = asyncio.get_running_loop()
+    while True:
+        idle = time.monotonic() - run.progress_at
+        if idle >= STALL_SECONDS:
+            run.stalled = True
+            limit.reschedule(loop.time())
+            return
+        await asyncio.sleep(min(STALL_SECONDS - idle + 0.01, STALL_SECONDS / 4))
 
 
 class JobAbandoned(Exception):
@@ -59,6 +96,8 @@ class JobRun:
 
     outcome: str = "done"  # done, cancelled, retry, failed
     started: float = field(default_factory=time.monotonic)  # a job's time share counts from here
+    progress_at: float = field(default_factory=time.monotonic)  # its last unit of work
+    stalled: bool = False  # its stall limit fired
 
 
 Owner = tuple[str, str, str]  # a task a job runs: its id, namespace and memory ('' if none)
@@ -71,9 +110,14 @@ async def tasks_outcome(ctx: dict, job: str, owners: list[Owner]) -> AsyncIterat
     res = resources(ctx)
     run = JobRun()
     started = time.perf_counter()
+    token = _RUN.set(run)
     try:
-        async with asyncio.timeout(deadline(JOB_TIMEOUT)):
-            yield run
+        async with asyncio.timeout(deadline(JOB_CEILING)) as limit:
+            watch = asyncio.create_task(_watch(run, limit), name="zapomni-job-watch")
+            try:
+                yield run
+            finally:
+                watch.cancel()
     except (EmbeddingRejected, JobAbandoned) as exc:
         run.outcome = "failed"
         for owner in owners:
@@ -81,17 +125,22 @@ async def tasks_outcome(ctx: dict, job: str, owners: list[Owner]) -> AsyncIterat
                             else str(exc))
     except Exception as exc:
         run.outcome = "retry"
-        await retry_or_fail(res, ctx, owners, transient_reason(exc))
+        await retry_or_fail(res, ctx, owners, transient_reason(exc, run))
         run.outcome = "failed"
     finally:
+        _RUN.reset(token)
         metrics.JOBS.labels(job, run.outcome).inc()
         metrics.JOB_SECONDS.labels(job).observe(time.perf_counter() - started)
+        if run.stalled:
+            metrics.JOB_STALLS.labels(job).inc()
 
 
-def transient_reason(exc: Exception) -> str:
+def transient_reason(exc: Exception, run: JobRun | None = None) -> str:
     """What a retried task says it waits for."""
     if isinstance(exc, ZapomniError):
         return exc.message
+    if isinstance(exc, TimeoutError) and run is not None and run.stalled:
+        return f"the job made no progress for {STALL_SECONDS} s"
     if isinstance(exc, TimeoutError):
         return "the job ran over its time limit"
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):

@@ -36,8 +36,7 @@ from zapomni.shared.store.graphstore import run
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import REEMBED, enqueue
-from zapomni.workers.graph import BUDGET
-from zapomni.workers.outcome import JOB_TIMEOUT, JobRun, task_job
+from zapomni.workers.outcome import SLICE_SECONDS, JobRun, progressed, task_job
 from zapomni.workers.resources import Resources, hook_for_tests
 
 log = logging.getLogger(__name__)
@@ -104,7 +103,7 @@ async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float
     """Batches from the cursor until none is left (then the switch) or the time share is
     used (then the next step)."""
     graph = res.store.graph(job.namespace)
-    budget = JOB_TIMEOUT * BUDGET
+    budget = SLICE_SECONDS
     after = job.after
     while time.monotonic() - started < budget:
         rows = await run(graph, cypher_moves.REEMBED_BATCH[prop],
@@ -122,6 +121,7 @@ async def embed_steps(res: Resources, job: ReembedJob, prop: str, started: float
         if not moved.ok:  # cancelled (or failed) meanwhile
             await abandon(res, job)
             return "ended"
+        progressed()
         await hook_for_tests(res, "reembed_batch", job)
     await enqueue(res.redis, res.settings, REEMBED,
                   ReembedJob(task_id=job.task_id, namespace=job.namespace, after=after,

@@ -341,7 +341,11 @@ async def part_workers(redis: Redis, task_id: str) -> dict[int, str]:
 
 
 async def get_task(redis: Redis, task_id: str) -> TaskRecord | None:
-    raw = await redis.hgetall(task_key(task_id))
+    return record_of(await redis.hgetall(task_key(task_id)))
+
+
+def record_of(raw: dict[bytes, bytes]) -> TaskRecord | None:
+    """A record as HGETALL answers it (None: no record)."""
     if not raw or b"state" not in raw:
         return None
     data = {k.decode(): v.decode() for k, v in raw.items()}

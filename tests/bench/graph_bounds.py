@@ -225,8 +225,10 @@ async def cancels(settings: Settings, docs: int) -> list[dict]:
     return out
 
 
-# as measured: jobs of up to 600 s (JOB_TIMEOUT), here and in the worker processes
-LONG_JOBS = {"zapomni.workers.outcome.JOB_TIMEOUT": 600, "zapomni.workers.graph.JOB_TIMEOUT": 600}
+# as measured: graph parts that read for up to 600 s (SLICE_SECONDS), here and in the worker
+# processes
+LONG_JOBS = {"zapomni.workers.outcome.SLICE_SECONDS": 600,
+             "zapomni.workers.graph.SLICE_SECONDS": 600}
 
 
 async def bench(args: argparse.Namespace) -> dict:

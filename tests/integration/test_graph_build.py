@@ -28,7 +28,7 @@ from zapomni.workers.store import EVIDENCE_KEEP, forget_entities, write_entities
 @pytest.fixture
 def sizes(monkeypatch: pytest.MonkeyPatch):
     """Call with the graph path's sizes for one test (workers/graph.py: PART_CHUNKS, BATCH,
-    BUDGET), so a few dozen chunks make several parts, batches and continuations."""
+    SLICE_SECONDS), so a few dozen chunks make several parts, batches and continuations."""
     def set_sizes(**values: float) -> None:
         for name, value in values.items():
             monkeypatch.setattr(graph, name, value)
@@ -232,7 +232,7 @@ async def test_a_retried_rebuild_part_does_not_rewrite_what_it_rewrote(settings,
 
 async def test_a_part_over_its_time_budget_hands_the_rest_to_a_continuation(settings, front,
                                                                             sizes):
-    sizes(BATCH=4, BUDGET=1e-9)
+    sizes(BATCH=4, SLICE_SECONDS=1e-9)
     small = quiet(settings)
     await ingest(small, letters(16))
     task = await build(front, small, BuildGraph())
@@ -248,7 +248,7 @@ async def test_a_part_over_its_time_budget_hands_the_rest_to_a_continuation(sett
 
 async def test_runs_of_one_build_on_two_workers_write_one_graph(settings, front, sizes):
     """Two workers, small parts and a tiny budget: many jobs, one consistent graph."""
-    sizes(BATCH=2, PART_CHUNKS=6, BUDGET=1e-9)
+    sizes(BATCH=2, PART_CHUNKS=6, SLICE_SECONDS=1e-9)
     small = quiet(settings)
     await ingest(small, letters(24))
     first = await build(front, small, BuildGraph(), workers=2)

@@ -108,7 +108,7 @@ def slices_that_change_the_tree(monkeypatch, change) -> list[str]:
         queued.append(getattr(job, "after", None) or str(getattr(job, "start", "")))
         await enqueue(redis, settings, job, **kwargs)
 
-    monkeypatch.setattr(files_worker, "BUDGET", 0.0)
+    monkeypatch.setattr(files_worker, "SLICE_SECONDS", 0.0)
     monkeypatch.setattr(files_worker, "enqueue_files", enqueue_and_change)
     return queued
 

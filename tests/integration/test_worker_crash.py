@@ -54,7 +54,7 @@ async def test_killed_worker_mid_document_loses_and_doubles_nothing(falkordb_url
         assert record.total > 10 and 3 <= record.done < record.total, record
 
     # what it held of the document is leased in its name and comes free within one lease,
-    # not JOB_TIMEOUT (a cron job it ran, fold_access each minute, keeps arq's claim for a
+    # not arq's job_timeout (a cron job it ran, fold_access each minute, keeps arq's claim for a
     # minute after it ends so that no other worker runs it again: not the document's)
     held = [key async for key in aredis.scan_iter(match=lease_key(receipt.task_id + "*"))]
     assert held
