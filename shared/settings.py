@@ -75,7 +75,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # a small machine and still holds 25 texts of the largest size (10 MB) at once
     max_queue_bytes: int = 256 * 1024 * 1024
     max_jobs: int = 4  # jobs one worker runs at once
-    onnx_threads: int = 0  # threads of the in-process model; 0: onnxruntime decides
+    # threads of the in-process model per run; 0: one in a worker (its jobs share the
+    # host's cores: shared/embedding/embed_onnx.py), onnxruntime's choice in the query service
+    onnx_threads: int = 0
     # tokens per chunk (MiniLM's tokenizer; the in-process model reads at most 256, an
     # Ollama model with a longer window may take more); the overlap is an eighth of it
     chunk_tokens: int = 256

@@ -123,7 +123,7 @@ async def hook_for_tests(res: Resources, point: str, job: Any) -> None:
 
 async def open_resources(ctx: dict, settings: Settings,
                          test_hook: TestHook | None = None) -> None:
-    embedder = make_embedder(settings)
+    embedder = make_embedder(settings, worker=True)  # one thread a run (embed_onnx.py)
     if CACHE_DAYS:  # 0 only in benchmarks that measure embedding (tests/bench/flood.py)
         embedder = CachedEmbedder(embedder, ctx["redis"], CACHE_DAYS * 86400, CACHE_MAX)
     res = Resources(

@@ -31,13 +31,17 @@ class Embedder(Protocol):
     async def aclose(self) -> None: ...
 
 
-def make_embedder(settings: Settings) -> Embedder:
+def make_embedder(settings: Settings, *, worker: bool = False) -> Embedder:
+    """``worker``: a worker's in-process model, which shares the host's cores with the other
+    workers (embed_onnx.WORKER_THREADS, no spinning) unless ``onnx_threads`` says otherwise."""
     if settings.ollama_url:
         from zapomni.shared.embedding.embed_ollama import OllamaEmbedder  # loaded only when chosen
 
         return OllamaEmbedder(settings.ollama_url, settings.ollama_model)
-    from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
+    from zapomni.shared.embedding.embed_onnx import WORKER_THREADS, OnnxEmbedder
 
+    if worker:
+        return OnnxEmbedder(threads=settings.onnx_threads or WORKER_THREADS, spinning=False)
     return OnnxEmbedder(threads=settings.onnx_threads)
 
 

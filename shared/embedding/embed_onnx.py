@@ -20,6 +20,17 @@ MAX_TOKENS = 256  # the model was trained with 256-token inputs
 # texts per model run: one at a time pads nothing, and on CPU padding costs more than batching
 # saves (SciFact chunks: 55 chunks/s at 1, 41 at 16 sorted by length; docs/benchmarks.md)
 BATCH = 1
+# A worker's model runs each text on one thread, and never spins: the cores of a host are
+# shared by its workers (each runs up to max_jobs jobs, each embedding on a thread of its
+# own) and by whatever else runs there, so a worker uses at most max_jobs cores and N workers
+# need no arithmetic. onnxruntime's default, a pool of every core per worker, spinning between
+# runs, oversubscribed a host N workers over (issue 45). Measured 2026-12-01 on the 2-core
+# host at load 41 (other stacks' tests; CPU time, which the load does not inflate the way it
+# does wall time): per embedded 256-token text, the default (2 threads, spinning) 173 ms with
+# one caller and 119 ms with 4; one thread 88 and 85 ms; 2 threads not spinning 87 ms with 4
+# callers (tests/bench/threads.py gives the wall times on a quiet host). The query service
+# keeps onnxruntime's default: one short query at a time, its latency first.
+WORKER_THREADS = 1
 
 
 def load_tokenizer() -> Tokenizer:
@@ -31,14 +42,18 @@ def load_tokenizer() -> Tokenizer:
 
 
 @functools.cache
-def inference_session(threads: int) -> ort.InferenceSession:
-    """The model's ONNX session with this many threads, one per process (a session's run is
-    thread-safe): a server builds its embedders once, but a process that builds many (the
-    tests' query services and workers, one set per test) held ~45 MB a session until the
-    garbage collector found it: the pytest process grew to 5.9 GB."""
+def inference_session(threads: int, spinning: bool = True) -> ort.InferenceSession:
+    """The model's ONNX session with this many threads (0: onnxruntime's default, every
+    core), one per process and setting (a session's run is thread-safe): a server builds its
+    embedders once, but a process that builds many (the tests' query services and workers,
+    one set per test) held ~45 MB a session until the garbage collector found it: the pytest
+    process grew to 5.9 GB. ``spinning``: the pool's threads busy-wait between runs."""
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1  # the model runs its nodes in order: no inter-op pool
+    options.add_session_config_entry("session.intra_op.allow_spinning",
+                                     "1" if spinning else "0")
     options.log_severity_level = 3
     model = checksums.minilm_path()  # refuses weights that differ from their pin
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -47,8 +62,8 @@ def inference_session(threads: int) -> ort.InferenceSession:
 class OnnxEmbedder:
     name = MODEL_NAME
 
-    def __init__(self, threads: int = 0, batch: int = BATCH) -> None:
-        self._session = inference_session(threads)
+    def __init__(self, threads: int = 0, batch: int = BATCH, *, spinning: bool = True) -> None:
+        self._session = inference_session(threads, spinning)
         self._tokenizer = Tokenizer.from_file(checksums.tokenizer_path())
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
+from zapomni.shared.embedding.embed import make_embedder
 from zapomni.shared.embedding.embed_onnx import DIMENSION, OnnxEmbedder
+from zapomni.shared.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +33,15 @@ def test_related_texts_are_closer_than_unrelated(embedder):
 async def test_async_embed_matches_sync(embedder):
     texts = ["one", "two"]
     assert np.allclose(await embedder.embed(texts), embedder.embed_sync(texts))
+
+
+def test_a_workers_model_runs_on_one_thread_without_spinning_and_gives_the_same_vectors(
+        embedder):
+    """The cores of a host are shared by its workers: one thread a run, no busy-waiting
+    pool (shared/embedding/embed_onnx.py, WORKER_THREADS); the vectors do not change."""
+    worker = make_embedder(Settings.from_env(environ={}), worker=True)
+    options = worker._session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 1)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    texts = ["a cat sat on the mat", "the stock market fell sharply today " * 20]
+    assert np.allclose(worker.embed_sync(texts), embedder.embed_sync(texts), atol=1e-5)
