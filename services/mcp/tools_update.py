@@ -20,7 +20,8 @@ def add_update_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             metadata: dict[str, Any] | None = None,
                             namespace: str | None = None) -> dict[str, Any]:
         """Change a stored memory; give text, metadata or both.
-        metadata only: changed in place (the memory keeps its id); each key given replaces
+        metadata only: queued, then changed in place by a worker after the jobs queued
+        before it (the memory keeps its id); each key given replaces
         that key, a key set to null removes it, tags and source included; the result is
         checked as add_memory checks metadata (64 KB as JSON, 16 levels, 100 tags); the
         thread cannot change. A new text (1 to 10,000,000 characters): stored as a new

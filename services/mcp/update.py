@@ -204,7 +204,15 @@ async def change_metadata(front: Front, request: UpdateMemory) -> UpdateReceipt:
                              status="cancelled", namespace=request.namespace,
                              message="the memory is being deleted; nothing was changed")
     return UpdateReceipt(memory_id=request.memory_id, task_id=record.task_id,
-                         status="queued", namespace=request.namespace)
+                         status="queued", namespace=request.namespace, message=QUEUED)
+
+
+# The front never writes FalkorDB (DESIGN: it validates and enqueues), so a metadata change
+# is a job: it waits for a worker behind the jobs queued before it, of every namespace
+# (issue 51: 579 s behind another namespace's ingest, while the answer said nothing of it).
+QUEUED = ("queued: a worker changes the metadata in place after the jobs queued before it "
+          "(a large ingest, in any namespace, delays it); graph_status(task_id) says when it "
+          "is done")
 
 
 async def take(front: Front, request: UpdateMemory, record: TaskRecord) -> str:

@@ -62,7 +62,10 @@ async def test_metadata_changes_in_place(settings, front, query_service, aredis)
         "memory_type": "preference"})
     assert (receipt.memory_id, receipt.status) == (added.memory_id, "queued")
     assert msgspec.to_builtins(receipt).keys() == {"memory_id", "task_id", "status",
-                                                   "namespace"}
+                                                   "namespace", "message"}
+    # it is a job: the answer says it waits behind the queue (issue 51, item 4)
+    assert receipt.message.startswith("queued: a worker changes the metadata in place after "
+                                      "the jobs queued before it")
     record = await ops.task_status(front, receipt.task_id)
     assert (record.kind, record.state, record.memory_id) == ("update", "queued",
                                                              added.memory_id)
