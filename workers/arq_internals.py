@@ -5,7 +5,8 @@ changes any of these shapes).
 1. ``Worker._poll_iteration`` and ``Worker.run_job`` are overridden so that a worker outlives
    a Redis outage. arq 0.28 lets a Redis connection error out of its poll loop, and out of a
    job whose end it could not record; either ended the worker process (measured: all three
-   workers of the chaos benchmark exited when the queue's Redis restarted). Here the poll
+   workers of the chaos benchmark exited when the queue's Redis restarted; both workers of
+   the faults campaign when its disk filled and Redis refused writes). Here the poll
    waits and tries again, and a job whose end could not be recorded is left to run again when
    its lease expires (jobs are idempotent). A job whose lease lapsed while it runs (Redis
    too slow for the renewals) is not started a second time by its own worker: arq 0.28
@@ -24,11 +25,17 @@ import time
 import redis.exceptions
 from arq.worker import Worker
 
+from zapomni.shared.tasks.queue import refuses_writes
 from zapomni.workers.lease import release
 
 log = logging.getLogger(__name__)
 
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def redis_away(exc: BaseException) -> bool:
+    """Redis down, or refusing writes for now (a full disk: shared/tasks/queue.py)."""
+    return isinstance(exc, REDIS_DOWN) or refuses_writes(exc)
 
 
 class ZapomniWorker(Worker):
@@ -41,11 +48,13 @@ class ZapomniWorker(Worker):
     async def _poll_iteration(self) -> None:
         try:
             await super()._poll_iteration()
-        except REDIS_DOWN as exc:
+        except Exception as exc:
+            if not redis_away(exc):
+                raise
             if self.redis_lost_at is None:
                 self.redis_lost_at = time.monotonic()
-                log.warning("the queue's Redis is unreachable (%s); waiting for it",
-                            type(exc).__name__)
+                log.warning("the queue's Redis is unreachable or cannot write (%s); waiting "
+                            "for it", type(exc).__name__)
             await asyncio.sleep(1.0)
             return
         if self.redis_lost_at is not None:
@@ -66,9 +75,11 @@ class ZapomniWorker(Worker):
         self.running_here[job_id] = asyncio.current_task()
         try:
             await super().run_job(job_id, score)
-        except REDIS_DOWN:
-            log.warning("job %s: Redis went away before its end was recorded; it runs again "
-                        "when its lease expires", job_id)
+        except Exception as exc:
+            if not redis_away(exc):
+                raise
+            log.warning("job %s: Redis went away (or could not write) before its end was "
+                        "recorded; it runs again when its lease expires", job_id)
         finally:
             del self.running_here[job_id]
             if "res" in self.ctx:

@@ -27,6 +27,7 @@ from zapomni.shared.protocol.errors import EmbeddingRejected, ZapomniError
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.protocol.validation import describe
 from zapomni.shared.tasks import tasks
+from zapomni.shared.tasks.queue import refuses_writes
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 
@@ -145,6 +146,8 @@ def transient_reason(exc: Exception, run: JobRun | None = None) -> str:
         return "the job ran over its time limit"
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return "Redis is unreachable"
+    if refuses_writes(exc):
+        return "Redis cannot write (its disk is full or its memory limit is reached)"
     log.error("unexpected error in a job", exc_info=exc)
     return "internal error (details in the worker's log)"
 
@@ -256,6 +259,10 @@ async def _quietly(coro) -> None:
         await coro
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         log.warning("could not record task progress: Redis is unreachable")
+    except redis.exceptions.ResponseError as exc:
+        if not refuses_writes(exc):
+            raise
+        log.warning("could not record task progress: Redis cannot write (a full disk?)")
 
 
 async def start_task(res: Resources, ctx: dict, task_id: str, *,

@@ -37,6 +37,8 @@ from zapomni.shared.tasks.queue import BUILD_GRAPH, connect_queue
 
 T = TypeVar("T")
 REDIS_DOWN = "the queue (Redis) is unreachable; nothing was stored. Retry in a few seconds"
+REDIS_FULL = ("the queue (Redis) cannot write: its disk is full or its memory limit is "
+              "reached; nothing was stored. Retry once it has room")
 
 
 class Front:
@@ -62,6 +64,10 @@ async def redis_call(front: Front, call: Awaitable[T]) -> T:
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError,
             OSError):
         raise Unavailable(REDIS_DOWN) from None
+    except redis.exceptions.ResponseError as exc:
+        if queue.refuses_writes(exc):
+            raise Unavailable(REDIS_FULL) from None
+        raise
 
 
 async def check_capacity(front: Front, memories: list[AddMemory]) -> None:

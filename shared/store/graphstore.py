@@ -23,6 +23,7 @@ from zapomni.shared.protocol.errors import EmbeddingRejected, Overloaded, StoreE
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_moves, cypher_schema
 from zapomni.shared.store.falkordb_internals import falkordb_on, read_cells
+from zapomni.shared.tasks.queue import refuses_writes
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,9 @@ GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" wo
 # no per-query override): recall@10 0.986 at 10k chunks with ef_runtime 200 (100: 0.960);
 # docs/benchmarks.md, "Vector search"
 HNSW = {"m": 32, "ef_construction": 200, "ef_runtime": 200}
+# FalkorDB up but refusing writes for now (shared/tasks/queue.py, refuses_writes)
+FULL = ("FalkorDB cannot write: its disk is full or its memory limit is reached; free room "
+        "for it (the work waits and retries meanwhile)")
 # the store is away for now: down, or (in a cluster) a shard failing over or moved
 UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
                redis.exceptions.ClusterError, redis.exceptions.TryAgainError,
@@ -173,11 +177,9 @@ async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None =
         except UNREACHABLE as exc:
             raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
         except redis.exceptions.ResponseError as exc:
-            if str(exc) == TIMED_OUT:
-                raise Overloaded(
-                    f"the query ran over its time limit ({(limit or 0) / 1000:g} s) in "
-                    "the graph store and was stopped; retry in a few seconds, or ask for "
-                    "less (a lower limit, a filter)") from None
+            pushed = pushback(exc, limit)
+            if pushed is not None:
+                raise pushed from None
             if attempt == 1 and "db.idx." in str(exc):
                 # after a restart FalkorDB rebuilds its indexes in the background, and an
                 # index query meanwhile fails with "Invalid arguments"
@@ -191,6 +193,18 @@ async def execute(graph: AsyncGraph, query: str, params: dict[str, Any] | None =
                 log.error("falkordb refused a query: %s", exc)
             raise StoreError("the graph store refused a query") from exc
     raise AssertionError("unreachable")
+
+
+def pushback(exc: redis.exceptions.ResponseError, limit: int | None
+             ) -> Overloaded | Unavailable | None:
+    """The store pushing back for now: a read over its time limit, or no room to write."""
+    if str(exc) == TIMED_OUT:
+        return Overloaded(f"the query ran over its time limit ({(limit or 0) / 1000:g} s) in "
+                          "the graph store and was stopped; retry in a few seconds, or ask "
+                          "for less (a lower limit, a filter)")
+    if refuses_writes(exc):
+        return Unavailable(FULL)
+    return None
 
 
 async def indexes_building(graph: AsyncGraph) -> bool:
@@ -210,6 +224,10 @@ async def answer(pending: Awaitable[Any]) -> Any:
         return await pending
     except UNREACHABLE as exc:
         raise Unavailable("FalkorDB is unreachable; retry in a few seconds") from exc
+    except redis.exceptions.ResponseError as exc:
+        if refuses_writes(exc):
+            raise Unavailable(FULL) from exc
+        raise
 
 
 async def namespace_exists(store: GraphStore, namespace: str) -> bool:

@@ -9,6 +9,8 @@ import inspect
 
 import numpy as np
 import pytest
+import redis.asyncio.client
+import redis.exceptions
 from arq.connections import ArqRedis
 from arq.constants import job_key_prefix, result_key_prefix
 from arq.jobs import deserialize_job, serialize_job
@@ -26,13 +28,14 @@ from zapomni.shared.embedding.embed import to_params
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.falkordb_internals import ListLiteral, falkordb_on, read_cells
 from zapomni.shared.tasks.arq_internals import queued_job
-from zapomni.shared.tasks.queue import deserialize, serialize
+from zapomni.shared.tasks.queue import deserialize, refuses_writes, serialize
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
 ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/tasks/arq_internals.py"
 MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"
 FALKORDB = "the falkordb client changed: see shared/store/falkordb_internals.py"
+REDIS = "redis-py's pipeline errors changed: see shared/tasks/queue.py, refuses_writes"
 
 
 def params(method) -> list[str]:
@@ -218,3 +221,17 @@ async def test_falkordb_read_cells_sends_what_ro_query_sends():
         await read_cells(graph, "RETURN $ids, $n", params, 500)
     assert list(ours.value.args[0]) == list(theirs.value.args[0]), \
         f"{FALKORDB}: ro_query's command (header, --compact, timeout) is not read_cells' any more"
+
+
+def test_a_refused_write_is_told_from_redis_pys_words():
+    """shared/tasks/queue.py's refuses_writes reads the server's words after redis-py's
+    prefix for a pipeline's failed command (a full disk answered MISCONF to arq's pipelines
+    in the faults campaign)."""
+    source = inspect.getsource(redis.asyncio.client.Pipeline.annotate_exception)
+    assert "of pipeline caused error: {exception.args}" in source, REDIS
+    misconf = "MISCONF Errors writing to the AOF file: No space left on device"
+    assert refuses_writes(redis.exceptions.ResponseError(misconf))
+    assert refuses_writes(redis.exceptions.ResponseError(
+        f"Command # 1 (SET k v) of pipeline caused error: {(misconf,)}"))
+    assert refuses_writes(redis.exceptions.OutOfMemoryError("command not allowed"))
+    assert not refuses_writes(redis.exceptions.ResponseError("ERR unknown command 'X'"))
