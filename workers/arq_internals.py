@@ -2,16 +2,19 @@
 pyproject.toml; tests/unit/test_library_internals.py fails, naming this file, if an upgrade
 changes any of these shapes).
 
-1. ``Worker._poll_iteration`` and ``Worker.run_job`` are overridden so that a worker outlives
-   a Redis outage. arq 0.28 lets a Redis connection error out of its poll loop, and out of a
-   job whose end it could not record; either ended the worker process (measured: all three
+1. ``Worker._poll_iteration``, ``Worker.start_jobs`` and ``Worker.run_job`` are overridden so
+   that a worker outlives a Redis outage. arq 0.28 lets a Redis connection error (or a
+   refused write, or a WATCH whose connection broke) out of its poll loop, and out of a job
+   whose end it could not record; either ended the worker process (measured: all three
    workers of the chaos benchmark exited when the queue's Redis restarted; both workers of
-   the faults campaign when its disk filled and Redis refused writes). Here the poll
-   waits and tries again, and a job whose end could not be recorded is left to run again when
+   the faults campaign when it restarted, and when its disk filled). Here the poll waits
+   and tries again, and a job whose end could not be recorded is left to run again when
    its lease expires (jobs are idempotent). A job whose lease lapsed while it runs (Redis
    too slow for the renewals) is not started a second time by its own worker: arq 0.28
    keeps one entry per job id in its table of running jobs, and the second run to end
-   failed the job with a KeyError.
+   failed the job with a KeyError. A poll cut short while arq starts a job gives back the
+   job slot arq took for it (arq 0.28 keeps it: a worker stopped starting jobs after
+   ``max_jobs`` outages).
 2. ``Worker.in_progress_timeout_s``, the life of arq's claim on a running job, is set to our
    lease (workers/lease.py renews it).
 """
@@ -30,7 +33,11 @@ from zapomni.workers.lease import release
 
 log = logging.getLogger(__name__)
 
-REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+# Redis down; a WATCH whose connection broke (redis-py raises WatchError "A ConnectionError
+# occurred on while watching", which arq's start_jobs lets out: both workers of the faults
+# campaign ended on it when the queue's Redis restarted)
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
+              redis.exceptions.WatchError)
 
 
 def redis_away(exc: BaseException) -> bool:
@@ -61,6 +68,17 @@ class ZapomniWorker(Worker):
             log.info("the queue's Redis is back after %.1f s",
                      time.monotonic() - self.redis_lost_at)
             self.redis_lost_at = None
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        try:
+            await super().start_jobs(job_ids)
+        except Exception:
+            # arq took a slot (its semaphore and job_counter) for the job it was starting
+            # when this came (a WATCH on a connection that broke) and keeps it: after
+            # max_jobs such outages the worker would poll for ever and start nothing
+            self.job_counter -= 1
+            self.sem.release()
+            raise
 
     async def run_job(self, job_id: str, score: int) -> None:
         running = self.running_here.get(job_id)

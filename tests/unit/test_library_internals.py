@@ -64,6 +64,16 @@ def test_arq_run_job_is_what_start_jobs_runs():
         f"{ARQ}: start_jobs no longer runs jobs through run_job (leases would not be released)"
 
 
+def test_arq_start_jobs_takes_a_slot_before_it_watches_a_jobs_claim():
+    # a poll cut short there gives the slot back (ZapomniWorker.start_jobs): arq takes it
+    # with these two steps, before the WATCH, and gives it back only on its own paths
+    source = inspect.getsource(Worker.start_jobs)
+    taken = source.index("self.job_counter = self.job_counter + 1")
+    assert source.index("await self.sem.acquire()") < taken < source.index(
+        "await pipe.watch(in_progress_key)"), f"{ARQ}: start_jobs takes its slot otherwise"
+    assert calls(Worker._release_sem_dec_counter_on_complete, "self.sem.release()"), ARQ
+
+
 def test_arq_tasks_is_the_table_of_runs_start_jobs_fills():
     # a job not started twice puts its run under way back in this table (arq_internals.py)
     assert calls(Worker.start_jobs, "self.tasks[job_id] = t"), \
