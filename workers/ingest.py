@@ -163,8 +163,12 @@ async def embed_and_write(res: Resources, run: JobRun, job: PartJob,
         await replication.confirm(res.store, job.namespace, since)
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl)
-    if done < 0:  # the task ended meanwhile (cancelled or failed): leave nothing behind
-        return await give_up(res, run, job)
+    if done < 0:  # the task ended meanwhile
+        if await ended_done(res, job):
+            # a run again of this part (at least once), or of the first job, while the other
+            # parts finished the memory: what it wrote is that memory's own, and stays
+            return "done"
+        return await give_up(res, run, job)  # cancelled or failed: leave nothing behind
     if done >= job.parts:
         return await finish_memory(res, run, job, since)
     await mark_landing(graph, job.memory_id, job.task_id, done, job.parts)
@@ -217,6 +221,13 @@ async def finish_memory(res: Resources, run: JobRun, job: PartJob,
     if not moved.ok and moved.before != "done":
         return await give_up(res, run, job)
     return "done"
+
+
+async def ended_done(res: Resources, job: PartJob) -> bool:
+    """Whether the task of ``job`` ended done (its memory complete), not cancelled or failed
+    (the faults campaign: a part run again after its memory was done undid the memory)."""
+    record = await tasks.get_task(res.redis, job.task_id)
+    return record is not None and record.state == "done"
 
 
 async def give_up(res: Resources, run: JobRun, job: IngestJob | PartJob) -> str:
