@@ -20,8 +20,10 @@ import msgspec
 import tenacity
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from mcp import MCPError
 
 from zapomni.services.cli.progress import Progress
+from zapomni.shared.protocol.errors import UNAUTHORIZED_CODE
 from zapomni.shared.text.files import (
     Loaded,
     Selection,
@@ -217,6 +219,17 @@ def summary(tally: Tally, shown: int = 50) -> str:
     return "\n".join(lines)
 
 
+def front_refusal(url: str, exc: MCPError) -> str:
+    """One line for an error the front answered outside a tool (the connection refused):
+    a token missing or not accepted says which to pass with --token (services/mcp/http.py
+    sends the parts in the error's data)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    if exc.code == UNAUTHORIZED_CODE and {"reason", "accepted"} <= set(data):
+        return (f"the MCP front at {url} {data['reason']}; pass --token (default: "
+                f"ZAPOMNI_MCP_TOKEN) with {data['accepted']}")
+    return f"the MCP front at {url} answered: {exc.message}"
+
+
 def check_roots(paths: list[str]) -> list[Path]:
     roots = []
     for path in paths:
@@ -237,6 +250,8 @@ def run(args: Any, url: str, token: str, max_bytes: int) -> int:
                                    pruning=args.prune, token=token, show=True))
     except ToolError as exc:
         raise SystemExit(f"zapomni ingest: the front refused: {exc}") from None
+    except MCPError as exc:
+        raise SystemExit(f"zapomni ingest: {front_refusal(url, exc)}") from None
     except (OSError, RuntimeError, ExceptionGroup) as exc:
         raise SystemExit(f"zapomni ingest: cannot talk to the MCP front at {url} "
                          f"({type(exc).__name__}); start it with `zapomni up`, or pass "
