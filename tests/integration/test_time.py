@@ -70,6 +70,13 @@ async def test_every_point_in_time_takes_iso_or_unix_seconds(client):
          "as_of: expected an ISO-8601 date or datetime"),
         ({"tool": "search_memory", "query": "x", "filters": {"after": "May"}},
          "filters.after: expected an ISO-8601 date or datetime"),
+        ({"tool": "search_memory", "query": "x", "as_of": "2026-02-30"},
+         "as_of: no such day: 2026-02-30 (February 2026 has 28 days)"),
+        ({"tool": "build_context", "query": "x", "as_of": -5},
+         "as_of: -5.0 is negative; unix seconds count from 1970-01-01 and are never an offset "
+         "from now"),
+        ({"tool": "add_memory", "text": "x", "metadata": {"occurred_at": "2026-04-31"}},
+         "metadata.occurred_at: no such day: 2026-04-31 (April 2026 has 30 days)"),
     ):
         tool = arguments.pop("tool")
         assert (await error(client, tool, **arguments)).startswith(message)
