@@ -4,6 +4,7 @@ to pass, never a traceback; the right one goes through."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,13 +17,18 @@ from tests.support.servers import ThreadedServer
 from zapomni.services.mcp.http import http_app
 
 TOKEN = "correct-horse-battery-staple"
+READER = "r" * 32  # a scoped token that may read "default" only
+ELSEWHERE = "e" * 32  # a scoped token of another namespace, that may write
 ZAPOMNI = str(Path(sys.executable).parent / "zapomni")
-SHARED = "the shared token (ZAPOMNI_MCP_TOKEN)"
+SHARED = "the shared token (ZAPOMNI_MCP_TOKEN) or a scoped token (ZAPOMNI_MCP_TOKENS)"
 
 
 @pytest.fixture
 def front(settings, query_service):
-    with ThreadedServer(http_app(msgspec.structs.replace(settings, mcp_token=TOKEN))) as server:
+    scoped = json.dumps({READER: {"namespaces": ["default"]},
+                         ELSEWHERE: {"namespaces": ["team-b"], "write": True}})
+    with ThreadedServer(http_app(msgspec.structs.replace(settings, mcp_token=TOKEN,
+                                                         mcp_tokens=scoped))) as server:
         yield f"{server.url}/mcp"
 
 
@@ -52,9 +58,23 @@ def test_a_token_missing_or_wrong_is_one_line_that_names_the_flag(front, tmp_pat
                               f"zapomni: {needs}"),
         "reembed, wrong --token": (zapomni("reembed", "--namespace", "default", "--mcp-url",
                                            front, "--token", "wrong"), f"zapomni: {wrong}"),
+        # a token the front takes but whose scope does not reach: the tool's refusal
+        "ingest, read-only token": (
+            zapomni("ingest", str(tmp_path), "--mcp-url", front, "--token", READER),
+            "zapomni ingest: the front refused: namespace: this token may only read and "
+            "add_memories writes; use a token with write access"),
+        "reembed, another namespace's token": (
+            zapomni("reembed", "--namespace", "default", "--mcp-url", front, "--token",
+                    ELSEWHERE),
+            "zapomni: namespace: 'default' is not covered by this token; use a token whose "
+            "namespaces include it"),
     }
-    said = {name: (run.returncode, run.stdout, run.stderr) for name, (run, _) in runs.items()}
-    assert said == {name: (1, "", line + "\n") for name, (_, line) in runs.items()}
+    said = {name: (run.returncode, run.stdout, run.stderr.splitlines()[-1])
+            for name, (run, _) in runs.items()}
+    assert said == {name: (1, "", line) for name, (_, line) in runs.items()}
+    for run, _ in runs.values():  # before the refusal, at most the progress of files read
+        assert all(line.startswith("zapomni: ingest: ") for line in
+                   run.stderr.splitlines()[:-1]), run.stderr
 
 
 def test_the_right_token_goes_through(front, tmp_path):
