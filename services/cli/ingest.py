@@ -291,6 +291,8 @@ def interrupted(tally: Tally) -> str:
                if tally.sending else "")
     queued = (f"{len(tally.tasks):,} tasks were queued{sending} and go on in the workers "
               "(nothing queued is undone)")
+    if not tally.tasks and not tally.sending:
+        return "zapomni ingest: interrupted; nothing was queued"
     if not tally.following:
         return (f"zapomni ingest: interrupted while reading files; {queued}; run the same "
                 "command again to send the rest and follow them")

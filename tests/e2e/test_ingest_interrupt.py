@@ -5,9 +5,12 @@ same command run again follows the tasks still queued to their end."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,37 @@ async def test_ctrl_c_says_what_was_queued_and_the_tasks_go_on(stack, tmp_path):
         assert stats["memories"] == FILES
         hits = await answer(client, "search_memory", {"query": "ferry 7", "mode": "keyword"})
         assert hits["results"][0]["source"] == "notes/note-7.txt"
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path):
+    """Ctrl-C while `zapomni` still imports its modules (seconds on a busy machine) or waits
+    for a front that does not answer: one line, exit code 130. The signal is sent once
+    Python reports (PYTHONPROFILEIMPORTTIME) a module imported after the command's package
+    (zapomni.services.stack): one the command's modules import, before fastmcp and the
+    rest. It lands while they still import, or while the command waits for the front, a
+    socket that never answers, so nothing else ends it first."""
+    (tmp_path / "note.txt").write_text("The ferry leaves at nine.")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        err = tmp_path / "err"
+        with err.open("wb") as sink:
+            started = subprocess.Popen([ZAPOMNI, "ingest", str(tmp_path), "--mcp-url", url],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=sink, env={**os.environ,
+                                                         "PYTHONPROFILEIMPORTTIME": "1"})
+        try:
+            deadline = time.monotonic() + 120
+            while not re.search(r"\| +zapomni\.services\.stack\n.+\n", err.read_text()):
+                assert started.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.01)
+            started.send_signal(signal.SIGINT)
+            started.communicate(timeout=120)
+        finally:
+            if started.poll() is None:
+                started.kill()
+                started.wait()
+    said = [line for line in err.read_text().splitlines()
+            if not line.startswith("import time:")]
+    assert started.returncode == 130, said
+    assert said in (["zapomni: interrupted"],
+                    ["zapomni ingest: interrupted; nothing was queued"])

@@ -33,6 +33,7 @@ def test_the_claude_line_carries_the_header_a_token_needs():
 
 
 def test_ctrl_c_says_what_was_queued_in_either_phase():
+    assert interrupted(Tally()) == "zapomni ingest: interrupted; nothing was queued"
     reading = Tally(tasks={"t1": "a", "t2": "b"}, sending=64)
     assert interrupted(reading) == (
         "zapomni ingest: interrupted while reading files; 2 tasks were queued (and maybe the "
