@@ -60,7 +60,6 @@ class Tally(msgspec.Struct, kw_only=True):
     pruned: int = 0
     skipped: list[Skipped] = []
     failed: list[Skipped] = []
-    queued: int = 0  # files sent to the front
     sending: int = 0  # files in the add_memories call under way
     same: int = 0  # files whose text another file holds (stored, or read in this run)
     ended: int = 0  # tasks followed to their end
@@ -145,7 +144,7 @@ async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | 
     items = [{"text": loaded.text, "metadata": loaded.metadata} for loaded, _ in batch]
     tally.sending = len(batch)
     answer = await call(client, "add_memories", items=items, namespace=namespace)
-    tally.queued, tally.sending = tally.queued + len(batch), 0
+    tally.sending = 0
     for (loaded, old), result in zip(batch, answer["results"], strict=True):
         if result.get("stored") is False:
             tally.failed.append(Skipped(loaded.source, result["reason"]))
