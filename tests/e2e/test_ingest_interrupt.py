@@ -24,15 +24,6 @@ ZAPOMNI = str(Path(sys.executable).parent / "zapomni")
 FILES = 12
 
 
-@pytest.fixture
-def stack(tmp_path):
-    stack = Stack(tmp_path / "data")
-    stack.data_dir.mkdir()
-    yield stack
-    if stack.process is not None and stack.process.poll() is None:
-        stack.stop()
-
-
 def ingest(stack: Stack, folder: Path, err: Path) -> subprocess.Popen:
     """`zapomni ingest FOLDER` as a user runs it, its progress lines and messages in ``err``."""
     with err.open("wb") as sink:
@@ -51,28 +42,45 @@ async def following(err: Path) -> str:
 
 
 @pytest.mark.timeout(900)
-async def test_ctrl_c_says_what_was_queued_and_the_tasks_go_on(stack, tmp_path):
+async def test_ctrl_c_says_what_was_queued_and_the_tasks_go_on(tmp_path):
     folder = tmp_path / "notes"
     folder.mkdir()
     for i in range(FILES):
         (folder / f"note-{i}.txt").write_text(f"Note {i}: the ferry {i} leaves at {i} am.")
-    stack.start(workers=1)
-    workers = stack.workers()
-    assert len(workers) == 1
-    for pid in workers:  # no task can end meanwhile: what Ctrl-C finds queued stays so
-        os.kill(pid, signal.SIGSTOP)
+    stack = Stack(tmp_path / "data")
+    stack.data_dir.mkdir()
+    started: list[subprocess.Popen] = []
     try:
-        first = ingest(stack, folder, tmp_path / "first.err")
-        await following(tmp_path / "first.err")
-        first.send_signal(signal.SIGINT)
-        out, _ = first.communicate(timeout=120)
-        said = (tmp_path / "first.err").read_text()
-        again = ingest(stack, folder, tmp_path / "again.err")
-        await following(tmp_path / "again.err")
+        stack.start(workers=1)
+        workers = stack.workers()
+        assert len(workers) == 1
+        for pid in workers:  # no task can end meanwhile: what Ctrl-C finds queued stays so
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            first = ingest(stack, folder, tmp_path / "first.err")
+            started.append(first)
+            await following(tmp_path / "first.err")
+            first.send_signal(signal.SIGINT)
+            out, _ = first.communicate(timeout=120)
+            said = (tmp_path / "first.err").read_text()
+            again = ingest(stack, folder, tmp_path / "again.err")
+            started.append(again)
+            await following(tmp_path / "again.err")
+        finally:
+            for pid in workers:
+                os.kill(pid, signal.SIGCONT)
+        rerun_out, _ = again.communicate(timeout=600)
+        async with Client(stack.url) as client:
+            stats = await answer(client, "get_stats", {})
+            hits = await answer(client, "search_memory", {"query": "ferry 7",
+                                                          "mode": "keyword"})
     finally:
-        for pid in workers:
-            os.kill(pid, signal.SIGCONT)
-    rerun_out, _ = again.communicate(timeout=600)
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if stack.process is not None and stack.process.poll() is None:
+            stack.stop()
 
     assert first.returncode == 130 and out == ""
     assert "Traceback" not in said and "KeyboardInterrupt" not in said
@@ -84,11 +92,8 @@ async def test_ctrl_c_says_what_was_queued_and_the_tasks_go_on(stack, tmp_path):
     assert again.returncode == 0, (tmp_path / "again.err").read_text()
     assert rerun_out.splitlines()[0] == (f"added {FILES}, unchanged 0, replaced 0, pruned 0, "
                                          "skipped 0, failed 0")
-    async with Client(stack.url) as client:
-        stats = await answer(client, "get_stats", {})
-        assert stats["memories"] == FILES
-        hits = await answer(client, "search_memory", {"query": "ferry 7", "mode": "keyword"})
-        assert hits["results"][0]["source"] == "notes/note-7.txt"
+    assert stats["memories"] == FILES  # the workers stored every file
+    assert hits["results"][0]["source"] == "notes/note-7.txt"
 
 
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path):
