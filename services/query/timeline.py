@@ -61,6 +61,12 @@ SIMILAR = 0.45
 RESTATED = 0.95
 # ... and at or above which, when the newer one says that something changed (CHANGED)
 SIMILAR_CHANGED = 0.3
+# a chain moves only where the statement it would put first is at least this share of the
+# best placed one's cosine to the question (services/query/timeline.py, answers): measured
+# 2026-11-28 on ./dev bench currency, the true pairs a question moved: 3 of 462 below 0.5
+# (0.33, 0.33, 0.42; 14 more the vector signal did not find, which move as before); issue
+# 51's chat, the move to Gdańsk for "What is my job now?": 0.35
+ANSWERS = 0.5
 CHANGED = re.compile(r"\b(now|moved|switched|changed|new|no longer|any ?more|instead|left|"
                      r"quit|became|replaced|gave up|took up|started|since|finally)\b",
                      re.IGNORECASE)
@@ -219,29 +225,50 @@ def pair_statements(pairs: list[tuple[str, str]], sims: dict[tuple[str, str], fl
 def arrange(candidates: list[Candidate], firsts: dict[str, int], chains: list[list[str]],
             order: str, only: set[str] | None = None) -> list[Candidate]:
     """Each chain's members over the places it holds, newest (or oldest) first, marked;
-    with ``only``, just the chains whose newest is in it move (the rest are marked)."""
+    with ``only``, just the chains whose newest is in it move (the rest are marked), and
+    only where the statement moved up answers the question (``answers``). A statement that
+    moves takes the score of the place it takes, so the scores shown follow the order;
+    ``why.currency.points`` is what that changed."""
     out = list(candidates)
     for chain in chains:
         places = sorted(firsts[m] for m in chain)
         ranked = chain[::-1] if order != "earliest" else chain
         newest = chain[-1]
+        moved = bool(order) and (only is None or newest in only) and answers(
+            candidates[firsts[ranked[0]]], candidates[places[0]])
         for position, memory in enumerate(ranked, start=1):
             source = candidates[firsts[memory]]
-            why = {**source.why, "currency": currency_why(chain, memory)}
-            marked = replace(source, why=why, outdated_by="" if memory == newest else newest)
-            moved = order and (only is None or newest in only)
             target = places[position - 1] if moved else firsts[memory]
-            out[target] = marked
+            score = candidates[target].score
+            why = {**source.why, "currency": currency_why(chain, memory,
+                                                          score - source.score)}
+            out[target] = replace(source, score=score, why=why,
+                                  outdated_by="" if memory == newest else newest)
     return out
 
 
-def currency_why(chain: list[str], memory: str) -> SignalMatch:
+def answers(wanted: Candidate, first: Candidate) -> bool:
+    """Whether the statement a chain would move up (``wanted``) answers the question about
+    as well as the chain's best placed one (``first``): its cosine to the question at least
+    ANSWERS of that one's, when the vector signal found both. A statement that changed
+    another fact the best one also states ("I'm a nurse and I live in Kraków" ... "I moved
+    to Gdańsk") is not the answer to a question about the job."""
+    mine, best = wanted.why.get("vector"), first.why.get("vector")
+    if wanted is first or mine is None or best is None or best.score <= 0:
+        return True
+    return mine.score >= ANSWERS * best.score
+
+
+def currency_why(chain: list[str], memory: str, points: float = 0.0) -> SignalMatch:
     """rank: the statement's place in its chain, newest first; score: how many statements
-    the chain holds."""
+    the chain holds; points: what its move changed of its score (the place's score less
+    its own), when it moved."""
     at = chain.index(memory)
     extra: dict[str, Any] = {}
     if at < len(chain) - 1:
         extra["newer"] = chain[-1]
     if at > 0:
         extra["older"] = chain[at - 1]
+    if points:
+        extra["points"] = round(points, 6)
     return SignalMatch(rank=len(chain) - at, score=float(len(chain)), **extra)
