@@ -3,9 +3,12 @@ happened, and the newer of two statements about the same thing first. Read-only.
 
 The prior (``time_prior``): a question that names a window ("last week", "in March": see
 services/query/when.py) raises each candidate by TIME_WEIGHT of its score times how well its
-event time fits the window (1 inside, halving every half-width outside). It only re-orders:
-nothing is left out, so a window with no memory in it still returns the best matches.
-``why.time`` shows the words, the window and the points added.
+event time fits the window (1 inside, halving every half-width outside). A question that says
+nothing but its time ("What did I do last week?") is asked about the window: there the fit
+decides ALONE_WEIGHT of the score and relevance the rest. It only re-orders: nothing is left
+out, so a window with no memory in it still returns the best matches. ``why.time`` shows the
+words, the window and the points added (or taken). The words of a relative window ("last",
+"week", "ago") are the question's time, not words a passage should match (``time_terms``).
 
 Currency (``newer_first``): statements (memories said by a ``role`` or in a ``thread``: a
 conversation's turns, not documents) that state different values for the same thing ("I live
@@ -39,6 +42,7 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate
+from zapomni.services.query.keyword import terms
 from zapomni.services.query.when import When, closeness
 from zapomni.shared.protocol.answers import SignalMatch
 from zapomni.shared.protocol.times import iso
@@ -93,6 +97,36 @@ PRESENT = re.compile(r"^\W*(?:what|where|who|whom|whose|which|how|when|is|are|am
 PAST = re.compile(r"\b(did|was|were|had|used to)\b", re.IGNORECASE)
 
 
+# the words of a relative window (services/query/when.py: "yesterday", "last week", "three
+# weeks ago", "the past few days"): read as the question's time, and not matched as words,
+# since a passage that says "last week" or "a week" says it of its own time ("My sister
+# visited me for a week in July" was the best keyword match of "What did I do last week?").
+# Names of months and days and numbers stay words: a passage that names March may be about
+# the March asked for
+RELATIVE = frozenset("""yesterday today tonight morning afternoon evening day days week weeks
+weekend weekends month months year years ago back earlier last past previous this couple few
+several one two three four five six seven eight nine ten eleven twelve""".split())  # noqa: SIM905
+# a question whose other words are these asks what happened in its window ("What happened
+# last week?"): see time_prior
+HAPPENED = frozenset({"happen", "happened", "happening", "happens"})
+# the share of such a question's score its window decides (the rest is relevance, so
+# memories that fit the window alike keep relevance's order): close to 1, so that what
+# happened in the window comes first ("What did I do last week?": the hike on Saturday, not
+# "Today I'm just tired" on Thursday, issue 51)
+ALONE_WEIGHT = 0.9
+
+
+def time_terms(query: str, when: When) -> tuple[frozenset[str], bool]:
+    """The question's words that are its relative window (to leave out of the keyword
+    signal), and whether the question says nothing but its time: no word of it is
+    matched except the words of its window and order ("What did I do last week?")."""
+    if not when.words:
+        return frozenset(), False
+    said = set(terms(when.words))
+    others = set(terms(query)) - said - HAPPENED
+    return frozenset(said & RELATIVE), when.window and not others
+
+
 def asked_order(when: When, query: str) -> str:
     """Which end of a changed fact the question wants: its words ("latest", "earliest"),
     else a present-tense question asks for the "present" (the latest, where the newer
@@ -112,6 +146,8 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
     mine = USER_WEIGHT > 0 and bool(FIRST_PERSON.search(query))
     if not (when.window or mine) or not candidates:
         return candidates
+    alone = time_terms(query, when)[1]
+    best = max(max(c.score for c in candidates), 0.0)
     rows = await run_cells(graph, cypher_search.EVENT_TIMES,
                            {"ids": sorted({c.memory_id for c in candidates})})
     at = {row[0]: float(row[1]) for row in rows if row[1] is not None}
@@ -125,7 +161,8 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
     out = []
     for i, (candidate, fit) in enumerate(zip(candidates, fits, strict=True)):
         why = dict(candidate.why)
-        points = round(TIME_WEIGHT * fit * max(candidate.score, 0.0), 6)
+        points = round(TIME_WEIGHT * fit * max(candidate.score, 0.0), 6) if not alone else \
+            round(ALONE_WEIGHT * (fit * best - candidate.score), 6)
         if when.window:
             why["time"] = SignalMatch(rank=fit_rank[i], score=round(fit, 6),
                                       words=when.words, window=window, points=points)

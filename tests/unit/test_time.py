@@ -9,7 +9,13 @@ import msgspec
 import pytest
 
 from zapomni.services.query.fusion import Candidate
-from zapomni.services.query.timeline import arrange, asked_order, pair_statements, subject_of
+from zapomni.services.query.timeline import (
+    arrange,
+    asked_order,
+    pair_statements,
+    subject_of,
+    time_terms,
+)
 from zapomni.services.query.when import DAY, When, closeness, read_time
 from zapomni.shared.protocol.answers import SignalMatch
 
@@ -159,3 +165,18 @@ def test_every_last_this_or_past_unit_is_a_window_up_to_as_of(which, unit):
     assert when.lo is not None and when.hi is not None
     assert when.lo < when.hi <= FRIDAY
 
+
+@pytest.mark.parametrize(("query", "timed", "alone"), [
+    ("What did I do last week?", {"last", "week"}, True),
+    ("What happened yesterday?", {"yesterday"}, True),
+    ("What did I do on Saturday?", set(), True),  # a day's name stays a word
+    ("Where did I go hiking last week?", {"last", "week"}, False),
+    ("What did Caroline paint three weeks ago?", {"three", "weeks", "ago"}, False),
+    ("What did we eat in March 2023?", set(), False),  # March may be in the passage
+    ("What is my job now?", set(), False),  # no window
+    ("Where did I live initially?", set(), False),
+])
+def test_the_words_of_a_relative_window_are_the_questions_time(query, timed, alone):
+    """Issue 51: "week" of "What did I do last week?" matched "for a week in July" first; a
+    question that says nothing but its time is asked about its window."""
+    assert time_terms(query, read_time(query, FRIDAY)) == (frozenset(timed), alone)
