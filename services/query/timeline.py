@@ -66,7 +66,7 @@ RESTATED = 0.95
 # ... and at or above which, when the newer one says that something changed (CHANGED)
 SIMILAR_CHANGED = 0.3
 # a chain moves only where the statement it would put first is at least this share of the
-# best placed one's cosine to the question (services/query/timeline.py, answers): measured
+# best placed one's cosine to the question (services/query/timeline.py, answering): measured
 # 2026-11-28 on ./dev bench currency, the true pairs a question moved: 3 of 462 below 0.5
 # (0.33, 0.33, 0.42; 14 more the vector signal did not find, which move as before); issue
 # 51's chat, the move to Gdańsk for "What is my job now?": 0.35
@@ -97,12 +97,16 @@ PRESENT = re.compile(r"^\W*(?:what|where|who|whom|whose|which|how|when|is|are|am
 PAST = re.compile(r"\b(did|was|were|had|used to)\b", re.IGNORECASE)
 
 
-# the words of a relative window (services/query/when.py: "yesterday", "last week", "three
-# weeks ago", "the past few days"): read as the question's time, and not matched as words,
-# since a passage that says "last week" or "a week" says it of its own time ("My sister
-# visited me for a week in July" was the best keyword match of "What did I do last week?").
-# Names of months and days and numbers stay words: a passage that names March may be about
-# the March asked for
+# the words of a relative window of a day or a week (services/query/when.py: "yesterday",
+# "last week", "three weeks ago", "the past few days"): read as the question's time, and not
+# matched as words, since a passage that says "last week" or "a week" says it of its own time
+# ("My sister visited me for a week in July" was the best keyword match of "What did I do
+# last week?"). Longer windows keep their words: "four years ago" or "last year" said within
+# months of the question means about the same time (dropping them too cost LoCoMo hybrid
+# R@5 0.6159 -> 0.6101, its ten such questions all in years; 2026-11-28, ./dev bench
+# retrieval --datasets locomo). Names of months and days and numbers stay words: a passage
+# that names March may be about the March asked for
+SHORT_WINDOW = 8 * 86400.0
 RELATIVE = frozenset("""yesterday today tonight morning afternoon evening day days week weeks
 weekend weekends month months year years ago back earlier last past previous this couple few
 several one two three four five six seven eight nine ten eleven twelve""".split())  # noqa: SIM905
@@ -117,14 +121,15 @@ ALONE_WEIGHT = 0.9
 
 
 def time_terms(query: str, when: When) -> tuple[frozenset[str], bool]:
-    """The question's words that are its relative window (to leave out of the keyword
-    signal), and whether the question says nothing but its time: no word of it is
+    """The question's words that are its relative window of a day or a week (to leave out
+    of the keyword signal), and whether the question says nothing but its time: no word of it is
     matched except the words of its window and order ("What did I do last week?")."""
     if not when.words:
         return frozenset(), False
     said = set(terms(when.words))
     others = set(terms(query)) - said - HAPPENED
-    return frozenset(said & RELATIVE), when.window and not others
+    short = when.lo is not None and when.hi is not None and when.hi - when.lo <= SHORT_WINDOW
+    return frozenset(said & RELATIVE if short else ()), when.window and not others
 
 
 def asked_order(when: When, query: str) -> str:
@@ -261,39 +266,51 @@ def pair_statements(pairs: list[tuple[str, str]], sims: dict[tuple[str, str], fl
 
 def arrange(candidates: list[Candidate], firsts: dict[str, int], chains: list[list[str]],
             order: str, only: set[str] | None = None) -> list[Candidate]:
-    """Each chain's members over the places it holds, newest (or oldest) first, marked;
-    with ``only``, just the chains whose newest is in it move (the rest are marked), and
-    only where the statement moved up answers the question (``answers``). A statement that
-    moves takes the score of the place it takes, so the scores shown follow the order;
+    """Each chain's members over the places it holds, newest (or oldest) first, marked. Only
+    the statements that answer the question move (``answering``); with ``only``, just where
+    the newest of those is in it (the rest are marked). A statement that moves takes the
+    score of the place it takes, so the scores shown follow the order;
     ``why.currency.points`` is what that changed."""
     out = list(candidates)
     for chain in chains:
-        places = sorted(firsts[m] for m in chain)
-        ranked = chain[::-1] if order != "earliest" else chain
         newest = chain[-1]
-        moved = bool(order) and (only is None or newest in only) and answers(
-            candidates[firsts[ranked[0]]], candidates[places[0]])
-        for position, memory in enumerate(ranked, start=1):
+        moving = answering(candidates, firsts, chain, order) if order else []
+        if only is not None and moving and moving[-1] not in only:
+            moving = []
+        places = sorted(firsts[m] for m in moving)
+        ranked = moving[::-1] if order != "earliest" else moving
+        target = {m: places[i] for i, m in enumerate(ranked)}
+        for memory in chain:
             source = candidates[firsts[memory]]
-            target = places[position - 1] if moved else firsts[memory]
-            score = candidates[target].score
+            at = target.get(memory, firsts[memory])
+            score = candidates[at].score
             why = {**source.why, "currency": currency_why(chain, memory,
                                                           score - source.score)}
-            out[target] = replace(source, score=score, why=why,
-                                  outdated_by="" if memory == newest else newest)
+            out[at] = replace(source, score=score, why=why,
+                              outdated_by="" if memory == newest else newest)
     return out
 
 
-def answers(wanted: Candidate, first: Candidate) -> bool:
-    """Whether the statement a chain would move up (``wanted``) answers the question about
-    as well as the chain's best placed one (``first``): its cosine to the question at least
-    ANSWERS of that one's, when the vector signal found both. A statement that changed
-    another fact the best one also states ("I'm a nurse and I live in Kraków" ... "I moved
-    to Gdańsk") is not the answer to a question about the job."""
-    mine, best = wanted.why.get("vector"), first.why.get("vector")
-    if wanted is first or mine is None or best is None or best.score <= 0:
-        return True
-    return mine.score >= ANSWERS * best.score
+def answering(candidates: list[Candidate], firsts: dict[str, int], chain: list[str],
+              order: str) -> list[str]:
+    """The part of a chain that moves: while the statement it would put first (the newest;
+    the oldest for "earliest") does not answer the question about as well as the chain's
+    best placed one (its cosine to the question below ANSWERS of that one's, when the
+    vector signal found both), it is left where it ranks. A statement that changed another
+    fact the best one also states ("I'm a nurse and I live in Kraków" ... "I moved to
+    Gdańsk") is not the answer to a question about the job, nor a third statement a chain
+    gained by a looser likeness ("I play the guitar" ... "I play the cello now" ... "I
+    drive a Tesla now") the answer to one about the instrument."""
+    moving = list(chain)
+    while len(moving) > 1:
+        wanted = candidates[firsts[moving[0] if order == "earliest" else moving[-1]]]
+        first = candidates[min(firsts[m] for m in moving)]
+        mine, best = wanted.why.get("vector"), first.why.get("vector")
+        if wanted is first or mine is None or best is None or best.score <= 0 \
+                or mine.score >= ANSWERS * best.score:
+            return moving
+        moving = moving[1:] if order == "earliest" else moving[:-1]
+    return []
 
 
 def currency_why(chain: list[str], memory: str, points: float = 0.0) -> SignalMatch:

@@ -154,6 +154,16 @@ def test_a_chain_moves_only_where_its_wanted_statement_answers_the_question():
     moved = arrange(city, firsts, [["intro", "move"]], "latest")
     assert [(c.memory_id, c.score) for c in moved] == [("move", 0.95), ("tired", 0.41),
                                                        ("intro", 0.75)]
+    # a chain that gained a third statement by a looser likeness (./dev bench currency: "I
+    # work at Orbitech", "I started a new job at Northwind", then "I moved to Bergen"): what
+    # answers the question moves, the move to Bergen stays where it ranks
+    work = [found("orbitech", 0.97, 0.49), found("other", 0.8, 0.3),
+            found("northwind", 0.71, 0.31), found("bergen", 0.64, 0.21)]
+    now = arrange(work, {"orbitech": 0, "other": 1, "northwind": 2, "bergen": 3},
+                  [["orbitech", "northwind", "bergen"]], "latest")
+    assert [(c.memory_id, c.score) for c in now] == [
+        ("northwind", 0.97), ("other", 0.8), ("orbitech", 0.71), ("bergen", 0.64)]
+    assert [c.outdated_by for c in now] == ["bergen", "", "bergen", ""]  # the chain's marks
 
 
 @pytest.mark.parametrize("which", ["last", "this", "past", "the past", "previous"])
@@ -172,6 +182,8 @@ def test_every_last_this_or_past_unit_is_a_window_up_to_as_of(which, unit):
     ("What did I do on Saturday?", set(), True),  # a day's name stays a word
     ("Where did I go hiking last week?", {"last", "week"}, False),
     ("What did Caroline paint three weeks ago?", {"three", "weeks", "ago"}, False),
+    ("Where did Caroline move from 4 years ago?", set(), False),  # years: words still
+    ("What did we see on the camping trip last year?", set(), False),
     ("What did we eat in March 2023?", set(), False),  # March may be in the passage
     ("What is my job now?", set(), False),  # no window
     ("Where did I live initially?", set(), False),
