@@ -146,7 +146,9 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
         # a new text corrects what the memory says: what it says happened when the old one
         # said (its event time), unless the patch says when. Taking the update's time made
         # an old fact corrected today the thread's newest turn (issue 51)
-        patch = {"occurred_at": old.occurred_at or None, **(request.patch or {})}
+        # (given at add: in the metadata, exact; else it was the time added, to the second)
+        kept = {} if "occurred_at" in old.metadata else {"occurred_at": old.occurred_at or None}
+        patch = {**kept, **(request.patch or {})}
         memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
                            namespace=request.namespace, supersedes=request.memory_id,
                            line_offset=request.line_offset, **merged_fields(old, patch))
