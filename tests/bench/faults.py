@@ -3,7 +3,11 @@
     ./dev bench faults [--memories 2000] [--documents 5] [--document-mb 1] [--workers 2]
                        [--faults kill stop falkordb redis disk hog] [--stop-for 180]
                        [--down-for 10] [--disk-for 30] [--hog 4] [--hog-for 120]
-                       [--disk-mb 1024] [--add-rate 10] [--onnx] [--seed 7]
+                       [--disk-mb 1024] [--add-rate 10] [--onnx] [--seed 7] [--scale 1]
+
+``--scale F`` runs the campaign smaller (or larger): the memories, each document's size and
+the stop's and the hog's length times F, the documents times 2F below 0.5 (at least 1
+document and 20 memories); the figures of a run say the scale it ran at.
 
 Real servers as compose runs them: a plain Redis of its own as the queue and FalkorDB as the
 store, both with AOF, both with their data on one small tmpfs (the data directory's disk; the
@@ -396,7 +400,7 @@ async def run(args: argparse.Namespace, settings: Settings, every: list[str],
             pool.close()
             await client.aclose()
     tally = ctx["tally"]
-    result = {"memories": args.memories, "documents": args.documents,
+    result = {"scale": args.scale, "memories": args.memories, "documents": args.documents,
               "document_mb": args.document_mb, "workers": args.workers,
               "embedder": "onnx" if args.onnx else "ollama-api test server",
               "load_at_start": [round(x, 1) for x in load],
@@ -430,6 +434,16 @@ async def cancellable(work):
     return await task
 
 
+def scaled(args: argparse.Namespace) -> None:
+    """The campaign at ``args.scale`` of its size (what is scaled: the module's docstring)."""
+    if args.scale != 1.0:
+        args.memories = max(20, round(args.memories * args.scale))
+        args.documents = max(1, round(args.documents * min(1.0, args.scale * 2)))
+        args.document_mb = round(args.document_mb * args.scale, 3)
+        args.stop_for *= args.scale
+        args.hog_for *= args.scale
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
@@ -452,7 +466,10 @@ def main() -> None:
     parser.add_argument("--add-rate", type=float, default=10.0, help="adds a second")
     parser.add_argument("--onnx", action="store_true", help="the in-process model")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="times the memories, the documents' MB, --stop-for and --hog-for")
     args = parser.parse_args()
+    scaled(args)
     if os.geteuid() != 0:
         raise SystemExit("faults: run as root (it mounts a tmpfs as the data directory's disk)")
     result = asyncio.run(cancellable(campaign(args)))
