@@ -52,6 +52,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import redis.asyncio
 from fastmcp import Client
 
@@ -71,6 +72,7 @@ from zapomni.workers.lease import lease_key
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"
 FAULTS = ("kill", "stop", "falkordb", "redis", "disk", "hog")
+CHECK_SECONDS = 1800.0  # how long a state check of the graph may take, afterwards
 INTERNAL = "Error calling tool"  # what the client sees of an error the front did not expect
 
 
@@ -300,6 +302,9 @@ async def wait_ended(client: redis.asyncio.Redis, timeout: float) -> dict[str, C
 
 async def checks(settings: Settings, client: redis.asyncio.Redis, every: list[str],
                  tally: Tally) -> dict:
+    # the state checks read the whole graph (weight_not_pairs pairs every edge with every
+    # chunk): at full size they ran over the 4.5 s a search may take and ended the campaign
+    settings = msgspec.structs.replace(settings, request_timeout=CHECK_SECONDS)
     chunker = chunker_for(settings)
     done, failed, reasons = {}, set(), Counter()
     for index, receipt in tally.accepted.items():
