@@ -8,7 +8,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import sys
 
 from arq.cron import cron
@@ -18,7 +17,7 @@ from prometheus_client import start_http_server
 from zapomni.shared.embedding import checksums
 from zapomni.shared.logs import configure_logging
 from zapomni.shared.settings import Settings
-from zapomni.shared.tasks import capacity, heartbeat
+from zapomni.shared.tasks import capacity
 from zapomni.shared.tasks.queue import (
     BUILD_GRAPH,
     DELETE,
@@ -41,6 +40,7 @@ from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
 from zapomni.workers.files import ingest_files
 from zapomni.workers.graph import build_graph, graph_part
+from zapomni.workers.health import alive_here
 from zapomni.workers.ingest import embed_part
 from zapomni.workers.lease import job_started, start_leases
 from zapomni.workers.moves import import_batch
@@ -115,16 +115,6 @@ async def startup(ctx: dict, settings: Settings,
                   test_hook: TestHook | None = None) -> None:
     await open_resources(ctx, settings, test_hook)
     start_leases(resources(ctx))
-
-
-async def alive_here(settings: Settings) -> bool:
-    """A worker on this host has a live heartbeat (for container health checks)."""
-    redis = connect_queue(settings)
-    try:
-        here = f"{socket.gethostname()}-"
-        return any(i.startswith(here) for i in await heartbeat.alive_ids(redis))
-    finally:
-        await redis.aclose()
 
 
 async def release_job(ctx: dict) -> None:
