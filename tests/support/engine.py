@@ -37,6 +37,10 @@ INSTALL = ("the compose tests start a Docker engine of their own and need root a
            "installs them as root")
 
 
+ANOTHER = ("another Docker engine runs on this machine (docker0 is up): the compose tests start "
+           "one of their own, which would share its bridge and iptables chains; stop it first")
+
+
 def data_root() -> Path:
     return default_dir("XDG_CACHE_HOME", ".cache") / "docker"
 
@@ -74,6 +78,8 @@ class Engine:
                                ) from None
         if STATE.exists():  # a session that died before cleaning up
             restore(json.loads(STATE.read_text()))
+        if "docker0" in links():
+            raise RuntimeError(ANOTHER)
         before = snapshot()
         EXEC_ROOT.mkdir(mode=0o700)
         STATE.write_text(json.dumps(before))
