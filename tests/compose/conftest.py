@@ -52,6 +52,7 @@ def stack(request: pytest.FixtureRequest, engine: Engine,
     logs: Path = tmp_path_factory.mktemp("compose")
     stack = ComposeStack(engine, request.param, logs)
     try:
+        stack.down(volumes=True)  # what a session that died left of this project
         stack.up(4, build=True)
         yield stack
     finally:

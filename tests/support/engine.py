@@ -11,6 +11,7 @@ before its cleanup is cleaned by the next ``start``. One engine at a time (a loc
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -181,7 +182,19 @@ def stop_leftovers() -> None:
     groups = [*Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/*/"),
               *Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/")]
     for group in groups:  # containers' first, then their parent
-        group.rmdir()
+        remove_cgroup(group, deadline)
+
+
+def remove_cgroup(group: Path, deadline: float) -> None:
+    """A cgroup whose processes just died stays busy for a moment while the kernel lets go."""
+    while True:
+        try:
+            group.rmdir()
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def leftover_pids() -> set[int]:
