@@ -30,6 +30,13 @@ STATE = EXEC_ROOT / "before.json"
 PIDFILE = EXEC_ROOT / "dockerd.pid"
 SOCKET = EXEC_ROOT / "docker.sock"
 CGROUP_PARENT = "zapomni-test-docker"  # containers' cgroups, to find what a dead run left
+# The CPU weight of all the containers together, as 8 processes of the host: the stack's busy
+# ones (4 workers, the front, the query service, FalkorDB, Redis) as `zapomni up` runs them.
+# Under cgroup v1 every process outside a cgroup weighs one share of 1024 against the parent's
+# whole 1024: at load 45, 10 containers got ~1/45 of the host together and a 1 MB document's
+# parts, a few seconds each on a quiet host, ran over their job limit and stalled at 34 of 63
+# for 10 minutes; at 8192 the other 29 were written in ~90 s (2026-12-02).
+CPU_SHARES = 8 * 1024
 PLUGINS = Path("/run/docker")  # dockerd makes /run/docker/plugins whatever its exec root
 TABLES = ("filter", "nat")
 NEEDS = ("dockerd", "iptables", "ip", "debootstrap")
@@ -85,6 +92,7 @@ class Engine:
         EXEC_ROOT.mkdir(mode=0o700)
         STATE.write_text(json.dumps(before))
         data_root().mkdir(parents=True, exist_ok=True)
+        weigh_containers()
         command = ["dockerd", "--storage-driver=overlay2", f"--data-root={data_root()}",
                    f"--exec-root={EXEC_ROOT}", f"--pidfile={PIDFILE}", f"-H={self.host}",
                    f"--cgroup-parent={CGROUP_PARENT}", f"--mtu={uplink_mtu()}"]
@@ -124,6 +132,20 @@ class Engine:
             if self._lock is not None:
                 os.close(self._lock)
                 self._lock = None
+
+
+def weigh_containers() -> None:
+    """The containers' parent cgroup made before dockerd puts them in it, weighing
+    CPU_SHARES (cgroup v1's cpu.shares, or v2's cpu.weight on its scale of 100)."""
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.shares").exists() or (v1 / "cgroup.procs").exists():
+        (v1 / CGROUP_PARENT).mkdir(exist_ok=True)
+        (v1 / CGROUP_PARENT / "cpu.shares").write_text(f"{CPU_SHARES}\n")
+    elif Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        group = Path("/sys/fs/cgroup") / CGROUP_PARENT
+        group.mkdir(exist_ok=True)
+        if (group / "cpu.weight").exists():
+            (group / "cpu.weight").write_text(f"{CPU_SHARES * 100 // 1024}\n")
 
 
 def uplink_mtu() -> int:
@@ -179,8 +201,10 @@ def stop_leftovers() -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"engine processes did not end: {sorted(pids)}")
         time.sleep(0.1)
-    groups = [*Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/*/"),
-              *Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/")]
+    groups = [*Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/*/"),  # v1's, then v2's
+              *Path("/sys/fs/cgroup").glob(f"{CGROUP_PARENT}/*/"),
+              *Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/"),
+              *Path("/sys/fs/cgroup").glob(f"{CGROUP_PARENT}/")]
     for group in groups:  # containers' first, then their parent
         remove_cgroup(group, deadline)
 
@@ -204,7 +228,8 @@ def leftover_pids() -> set[int]:
             with contextlib.suppress(OSError):
                 if str(EXEC_ROOT).encode() in (proc / "cmdline").read_bytes():
                     pids.add(int(proc.name))
-    for procs in Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/*/cgroup.procs"):
+    for procs in [*Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}/*/cgroup.procs"),
+                  *Path("/sys/fs/cgroup").glob(f"{CGROUP_PARENT}/*/cgroup.procs")]:
         pids.update(int(pid) for pid in procs.read_text().split())
     return pids
 
