@@ -54,6 +54,7 @@ def stack(request: pytest.FixtureRequest, engine: Engine,
     try:
         stack.down(volumes=True)  # what a session that died left of this project
         stack.up(4, build=True)
+        stack.forget_old_builds()  # the engine's cache holds one build, not one per run
         yield stack
     finally:
         try:

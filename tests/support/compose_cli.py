@@ -93,6 +93,22 @@ class ComposeStack:
         self.compose("up", "-d", *(["--build"] if build else []), "--scale",
                      f"worker={workers}", *SERVICES)
 
+    def forget_old_builds(self) -> None:
+        """The images earlier builds of deploy/Dockerfile left untagged (~1 GB each run, the
+        final stage's copy of /opt/zapomni unshared), removed; the newest build stage is kept,
+        since the next build takes its layers (the locked dependencies) from it."""
+        ids = self.docker("images", "--quiet", "--no-trunc", "--filter", "dangling=true").split()
+        images = json.loads(self.docker("image", "inspect", *ids)) if ids else []
+        ours = [i for i in images if i["Config"]["WorkingDir"] in ("/src", "/app")
+                and i["Config"]["Cmd"] in (["zapomni-mcp"], ["python3"])]
+        stages = sorted((i for i in ours if i["Config"]["WorkingDir"] == "/src"),
+                        key=lambda i: i["Created"])
+        newest = stages[-1] if stages else None
+        for image in ours:
+            if image is not newest:  # one a container still uses stays, unforced
+                subprocess.run(["docker", "image", "rm", image["Id"]], env=self.engine.env(),
+                               capture_output=True, timeout=600)
+
     def restart(self, service: str) -> None:
         self.compose("restart", service)
 
