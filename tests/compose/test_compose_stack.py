@@ -244,6 +244,8 @@ async def test_four_workers_share_200_memories_and_a_1_mb_document(four_workers)
     replicas = {name.rsplit("-", 1)[0] for name in writers.values()}
     assert len(writers) == finished["progress"]["total"], writers
     assert replicas <= set(stack.worker_names()), (replicas, stack.worker_names())
+    by_replica = {r: sum(n.rsplit("-", 1)[0] == r for n in writers.values()) for r in replicas}
+    stack.note(f"shared: the 1 MB document's {len(writers)} parts by replica: {by_replica}")
     assert len(replicas) >= 3, f"the document's parts by replica: {writers}"
 
     # and every replica embedded chunks: its own metrics, scraped by compose's Prometheus
@@ -331,6 +333,8 @@ async def test_a_worker_killed_mid_document_loses_and_doubles_nothing(four_worke
             total = finished["progress"]["total"]
             assert 2 <= done < total and finished["progress"]["done"] == total, finished
             stats = await nothing_pending(mcp, namespace)
+            stack.note(f"killed: {name} SIGKILLed after part {done} of {total}; "
+                       f"tasks afterwards {stats['tasks']}")
             assert stats["tasks"]["failed"] == stats["tasks"]["cancelled"] == 0, stats
             hits = await call(mcp, "search_memory", query=needle, namespace=namespace)
             assert hits["results"][0]["memory_id"] == receipt["memory_id"]
@@ -393,6 +397,9 @@ async def test_falkordb_and_redis_restarted_mid_ingest_lose_nothing_accepted(fou
         outcomes = [(note, await ended(mcp, receipt["task_id"])) for note, receipt in
                     [("", big), *accepted]]
         failed = [(note, s) for note, s in outcomes if s["state"] != "done"]
+        stack.note(f"restarts: {len(outcomes)} adds accepted (the 200 kB document one), "
+                   f"{len(outcomes) - len(failed)} done, {len(failed)} not; "
+                   f"{len(refused)} refused while a store restarted")
         assert all(s["error"] for _, s in failed), failed
         assert not failed, f"{len(failed)} of {len(outcomes)} accepted adds failed: {failed[:3]}"
         for note, receipt in accepted:
@@ -401,7 +408,8 @@ async def test_falkordb_and_redis_restarted_mid_ingest_lose_nothing_accepted(fou
             assert (memory["text"], memory["status"]) == (note, "ready"), memory
         hits = await call(mcp, "search_memory", query=needle, namespace=namespace)
         assert hits["results"][0]["memory_id"] == big["memory_id"]
-        await nothing_pending(mcp, namespace)
+        stats = await nothing_pending(mcp, namespace)
+        stack.note(f"restarts: tasks afterwards {stats['tasks']}")
     # an add refused while Redis restarted says so and what to do
     assert all("retry" in message.lower() for message in refused), refused
     counts = await stored(stack.settings(), namespace)

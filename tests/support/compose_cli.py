@@ -115,6 +115,11 @@ class ComposeStack:
     def down(self, *, volumes: bool = False) -> None:
         self.compose("down", *(["--volumes"] if volumes else []), "--remove-orphans")
 
+    def note(self, line: str) -> None:
+        """A figure a test saw (replicas, adds, stuck tasks), in figures.log beside the logs."""
+        with (self.logs / "figures.log").open("a") as figures:
+            figures.write(line + "\n")
+
     def save_logs(self) -> None:
         (self.logs / "services.log").write_text(self.compose("logs", "--no-color"))
 
