@@ -20,7 +20,7 @@ NO_COMPOSE = ("no Compose CLI found: the compose tests run compose.yaml with Deb
               "docker-compose (apt-get install docker-compose) or Docker's `docker compose`")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped before the next module: test_engine_cleanup needs none
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     logs = tmp_path_factory.mktemp("engine")
     engine = Engine(logs / "dockerd.log")
