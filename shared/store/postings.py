@@ -14,13 +14,18 @@ Keys carry the graph's name as a hash tag, so in a cluster they live on the grap
 chunks (BM25's document frequency); ``seqof`` a hash of each live chunk's number; ``chunks``
 the id behind each number (SLOT bytes at number x SLOT); ``seq`` the last number given;
 ``words`` the live chunks' words (BM25's average length); ``dead`` a bitmap of the numbers
-deleted; ``backfill`` version 5's cursor.
+deleted; ``pend`` a hash of the numbers given whose chunk's write has not yet been seen to
+run, each with the chunk's length and stems; ``backfill`` version 5's cursor.
 
-A chunk is numbered once while it lives: CLAIM gives the number it has or a new one, and
-counts its stems and words only then, in one script, so a job that runs again appends the
-same postings again (the reader adds a chunk once per term) and counts nothing twice. A
-delete (FORGET, before the chunk goes) uncounts it and marks its number dead; its postings
-stay, and the reader leaves dead numbers out of the sums."""
+A chunk is numbered once while it lives: the claim (postings_claim.lua) gives the number it
+has or a new one, and counts its stems and words only then, in one script, so a job that
+runs again appends the same postings again (the reader adds a chunk once per term) and counts
+nothing twice. A worker numbers a write's chunks before it writes them and settles the
+claims after (postings_settle.lua): a chunk the write did not write (its memory was deleted
+while its text was embedded) is forgotten by the stems kept in ``pend``; a delete that reads
+the chunks after they are written finds them numbered. A delete (postings_forget.lua, before
+the chunk goes) uncounts it and marks its number dead; its postings stay, and the reader
+leaves dead numbers out of the sums."""
 
 from __future__ import annotations
 
@@ -29,7 +34,8 @@ import logging
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,51 +61,98 @@ def term_key(graph_key: str, term: str) -> str:
     return prefix(graph_key) + "t:" + term
 
 
-def slot(chunk_id: str) -> bytes:
-    name = chunk_id.encode()
-    if len(name) > SLOT:
-        raise ValueError(f"chunk id {chunk_id[:80]!r} is longer than {SLOT} bytes")
-    return name.ljust(SLOT, b"\0")
-
-
 # a chunk's id, the stems of its words the keyword signal matches with their counts, and
 # its length in words (counts_of)
 Counted = tuple[str, Counter[str], int]
 
 
-async def write_postings(graph: Any, counted: list[Counted]) -> None:
+# the namespace's postings keys every script gets, in this order (each script names those it
+# uses at its top)
+KEYS = ("seqof", "df", "seq", "words", "dead", "pend", "chunks")
+SCRIPTS = {name: (Path(__file__).parent / f"postings_{name}.lua").read_text()
+           for name in ("claim", "append", "settle", "forget")}
+
+
+def keys_of(graph: Any) -> list[str]:
+    return [prefix(graph.key) + key for key in KEYS]
+
+
+async def call(graph: Any, name: str, args: list[Any], keys: list[str] | None = None) -> Any:
+    """Run one of SCRIPTS (redis-py's Script: EVALSHA, loading it on the first NOSCRIPT)."""
+    script = graph.raw.register_script(SCRIPTS[name])
+    return await answer(script(keys=keys_of(graph) if keys is None else keys, args=args))
+
+
+class Claim(NamedTuple):
+    """A chunk's number as write_postings gave it: settled once its chunk's write ran."""
+
+    chunk_id: str
+    number: int
+
+
+async def write_postings(graph: Any, counted: list[Counted]) -> list[Claim]:
     """Number the chunks (as counts_of counts them) and append their postings: one array of
     the batch's records, ordered by term and cut into each term's bytes, appended by one
     script. Against an APPEND a term in a pipeline and an argument a stem, the worker's CPU
     a chunk, counting included, 0.62 -> 0.26 ms, the server's 0.10 -> 0.11 ms (`./dev bench
     keyword_pool --write 3000`, 2026-11-28: the curve's workers spent 1.95 ms a chunk against
-    1.06 before there were postings)."""
-    keys = prefix(graph.key)
+    1.06 before there were postings).
+
+    Written before the chunks (the claims come back to ``settle``): a delete that reads the
+    chunks after they are written finds them numbered and forgets them; one that runs before
+    leaves the write nothing to write to, and settle forgets what it numbered."""
+    claims: list[Claim] = []
     for start in range(0, len(counted), SCRIPT_CHUNKS):
         batch = counted[start : start + SCRIPT_CHUNKS]
-        seqs = await script(graph, CLAIM, batch)
+        args: list[Any] = [SLOT]
+        for chunk_id, counts, length in batch:
+            if len(chunk_id.encode()) > SLOT:
+                raise ValueError(f"chunk id {chunk_id[:80]!r} is longer than {SLOT} bytes")
+            args += [chunk_id, length, " ".join(counts)]
+        numbered = await call(graph, "claim", args)
+        seqs = [int(n) for n in numbered[::2]]
+        claims += [Claim(chunk_id, seq) for seq, (chunk_id, _, _) in zip(seqs, batch, strict=True)]
         terms: dict[str, int] = {}
         which, records = [], []
-        pipe = graph.raw.pipeline(transaction=False)
-        for seq, (chunk_id, counts, length) in zip(seqs, batch, strict=True):
+        for seq, (_, counts, length) in zip(seqs, batch, strict=True):
             for term, count in counts.items():
                 which.append(terms.setdefault(term, len(terms)))
                 records.append((seq, min(count, MAX_COUNT), length))
-            pipe.setrange(keys + "chunks", seq * SLOT, slot(chunk_id))
         if terms:
             blob = np.array(records, RECORD)[np.argsort(which, kind="stable")].tobytes()
             sizes = np.bincount(which) * RECORD.itemsize
             parts = [blob[end - size : end] for end, size in
                      zip(np.cumsum(sizes).tolist(), sizes.tolist(), strict=True)]
-            pipe.eval(APPEND, len(terms), *(term_key(graph.key, term) for term in terms),
-                      *parts)
-        await answer(pipe.execute())
+            await call(graph, "append", parts, [term_key(graph.key, term) for term in terms])
+    return claims
+
+
+async def settle(graph: Any, claims: list[Claim], written: set[str]) -> int:
+    """The chunks' write has run: the claims of chunks it wrote are kept, the others (their
+    memory was deleted meanwhile: the write wrote nothing) forgotten. How many were."""
+    gone = 0
+    for start in range(0, len(claims), SCRIPT_CHUNKS):
+        args: list[Any] = []
+        for chunk_id, number in claims[start : start + SCRIPT_CHUNKS]:
+            args += [chunk_id, number, int(chunk_id in written)]
+        gone += int(await call(graph, "settle", args))
+    return gone
+
+
+async def index_written(graph: Any, counted: list[Counted]) -> None:
+    """The postings of chunks the graph holds already (an import's, the migration's, those a
+    delete found another ingest's): numbered and settled at once."""
+    claims = await write_postings(graph, counted)
+    await settle(graph, claims, {chunk_id for chunk_id, _ in claims})
 
 
 async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
     """Before chunks, (chunk id, text) each, are deleted: uncount them, drop their numbers."""
     for start in range(0, len(chunks), SCRIPT_CHUNKS):
-        await script(graph, FORGET, counts_of(chunks[start : start + SCRIPT_CHUNKS]))
+        args: list[Any] = []
+        for chunk_id, counts, length in counts_of(chunks[start : start + SCRIPT_CHUNKS]):
+            args += [chunk_id, length, " ".join(counts)]
+        await call(graph, "forget", args)
 
 
 def counts_of(chunks: list[tuple[str, str | None]]) -> list[Counted]:
@@ -113,64 +166,6 @@ def counts_of(chunks: list[tuple[str, str | None]]) -> list[Counted]:
         out.append((chunk_id, Counter(stem(w) for w in words if worth_matching(w)),
                     min(len(words), MAX_COUNT)))
     return out
-
-
-# KEYS: each term's postings; ARGV: the bytes each gets
-APPEND = "for i = 1, #KEYS do redis.call('APPEND', KEYS[i], ARGV[i]) end return #KEYS"
-# KEYS: seqof, df, seq, words, dead; ARGV: per chunk its id, length, and its stems joined by
-# spaces (a stem has none). The document frequencies change once a stem a script (not a
-# chunk): the append-only file gets every command a script runs, and the 1M curve's backfill
-# wrote 2.6 GB of it at once a chunk
-CLAIM = """
-local out, counts, i = {}, {}, 1
-while i <= #ARGV do
-  local seq = redis.call('HGET', KEYS[1], ARGV[i])
-  if not seq then
-    seq = redis.call('INCR', KEYS[3])
-    redis.call('HSET', KEYS[1], ARGV[i], seq)
-    redis.call('INCRBY', KEYS[4], ARGV[i + 1])
-    for stem in string.gmatch(ARGV[i + 2], '%S+') do
-      counts[stem] = (counts[stem] or 0) + 1
-    end
-  end
-  out[#out + 1] = tonumber(seq)
-  i = i + 3
-end
-for stem, count in pairs(counts) do redis.call('HINCRBY', KEYS[2], stem, count) end
-return out
-"""
-FORGET = """
-local counts, gone, i = {}, 0, 1
-while i <= #ARGV do
-  local seq = redis.call('HGET', KEYS[1], ARGV[i])
-  if seq then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-    redis.call('SETBIT', KEYS[5], seq, 1)
-    redis.call('DECRBY', KEYS[4], ARGV[i + 1])
-    for stem in string.gmatch(ARGV[i + 2], '%S+') do
-      counts[stem] = (counts[stem] or 0) + 1
-    end
-    gone = gone + 1
-  end
-  i = i + 3
-end
-for stem, count in pairs(counts) do
-  if redis.call('HINCRBY', KEYS[2], stem, -count) <= 0 then redis.call('HDEL', KEYS[2], stem) end
-end
-return {gone}
-"""
-
-
-async def script(graph: Any, source: str, counted: list[Counted]) -> list[int]:
-    if not counted:
-        return []
-    keys = prefix(graph.key)
-    args: list[Any] = []
-    for chunk_id, counts, length in counted:
-        args += [chunk_id, length, " ".join(counts)]
-    return [int(x) for x in await answer(graph.raw.eval(
-        source, 5, keys + "seqof", keys + "df", keys + "seq", keys + "words", keys + "dead",
-        *args))]
 
 
 async def term_sizes(graph: Any, terms: list[str]) -> list[int]:
@@ -233,7 +228,7 @@ async def backfill(graph: Any) -> int:
         while start <= last:
             page = await run(graph, cypher_schema.CHUNKS_BY_NODE,
                              {"from": start, "to": start + PAGE_IDS}, read_only=True)
-            await write_postings(graph, counts_of([(chunk_id, text) for chunk_id, text in page]))
+            await index_written(graph, counts_of([(chunk_id, text) for chunk_id, text in page]))
             start += PAGE_IDS
             pipe = graph.raw.pipeline(transaction=False)
             pipe.set(keys + "backfill", start)

@@ -1,0 +1,28 @@
+-- A write's claims settled once its chunks' statement ran (postings.py, settle): a chunk it
+-- wrote keeps its number; one it did not write (its memory was deleted meanwhile) is
+-- forgotten by the stems kept with its number. Only a claim still unsettled and still the
+-- chunk's: one that another writer took over, or a delete forgot, is theirs.
+-- KEYS: the namespace's postings keys, in postings.KEYS's order
+-- ARGV: per chunk its id, its number, 1 if its chunk was written (0: not)
+-- Returns how many were forgotten.
+local seqof, df, words, dead, pend = KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]
+local counts, gone = {}, 0
+for i = 1, #ARGV, 3 do
+  local id, number, written = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local held = redis.call('HGET', pend, number)
+  if held and redis.call('HGET', seqof, id) == number then
+    redis.call('HDEL', pend, number)
+    if written == '0' then
+      local length, stems = string.match(held, '^(%d+) ?(.*)$')
+      redis.call('HDEL', seqof, id)
+      redis.call('SETBIT', dead, number, 1)
+      redis.call('DECRBY', words, length)
+      for stem in string.gmatch(stems, '%S+') do counts[stem] = (counts[stem] or 0) + 1 end
+      gone = gone + 1
+    end
+  end
+end
+for stem, by in pairs(counts) do
+  if redis.call('HINCRBY', df, stem, -by) <= 0 then redis.call('HDEL', df, stem) end
+end
+return gone
