@@ -46,6 +46,15 @@ MERGE (m)-[:HAS_CHUNK]->(c)
 RETURN c.id
 """
 
+# claims of chunks whose writer did not settle them (shared/store/compaction.py, reconcile):
+# is each chunk there, is its memory
+PENDING_WRITTEN = """
+UNWIND $rows AS r
+OPTIONAL MATCH (c:Chunk {id: r.chunk})
+OPTIONAL MATCH (m:Memory {id: r.memory})
+RETURN r.chunk, c IS NOT NULL, m IS NOT NULL
+"""
+
 LINK_CHUNKS = """
 UNWIND $pairs AS p
 MATCH (a:Chunk {id: p[0]})
