@@ -149,14 +149,20 @@ async def append(graph: Any, members: list[tuple[Counted, int, int]]) -> set[int
     args: list[Any] = [len(members)]
     for (chunk_id, _, _), seq, _ in members:
         args += [chunk_id, seq]
+    parts: list[bytes] = []
+    repeats: list[Any] = []
     if terms:
         order = np.argsort(which, kind="stable")
         blob = np.array(records, RECORD)[order].tobytes()
         sizes = np.bincount(which) * RECORD.itemsize
-        repeats = np.bincount(which, weights=again).astype(int).tolist()
-        ends = np.cumsum(sizes).tolist()
-        for term, end, size, repeated in zip(terms, ends, sizes.tolist(), repeats, strict=True):
-            args += [term, blob[end - size : end], repeated]
+        parts = [blob[end - size : end] for end, size in
+                 zip(np.cumsum(sizes).tolist(), sizes.tolist(), strict=True)]
+        if any(again):
+            for at, (term, repeated) in enumerate(zip(terms, np.bincount(
+                    which, weights=again).astype(int).tolist(), strict=True), 1):
+                if repeated:
+                    repeats += [at, term, repeated]
+    args += [len(repeats) // 3, *repeats, *parts]
     keys = prefix(graph.key)
     answered = await call(graph, "postings_append", args, [
         keys + "seqof", keys + "junk", keys + "stats",

@@ -14,6 +14,7 @@ local seqof, df, seq, words, dead, pend, chunks, free, junk, stats = KEYS[1], KE
   KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local slot = tonumber(ARGV[1])
 local counts, dirt, out, live, dropped, gone = {}, {}, {}, 0, 0, 0
+local freed = redis.call('EXISTS', free) == 1
 
 local function count(stems, by)
   local n = 0
@@ -42,7 +43,11 @@ for i = 2, #ARGV, 3 do
   end
   local new = 0
   if not number then
-    number = redis.call('LPOP', free) or redis.call('INCR', seq)
+    number = freed and redis.call('LPOP', free)
+    if not number then
+      freed = false
+      number = redis.call('INCR', seq)
+    end
     redis.call('HSET', seqof, id, number)
     redis.call('HSET', pend, number, length .. ' ' .. stems)
     redis.call('INCRBY', words, length)

@@ -64,10 +64,11 @@ async def test_append_refuses_a_write_whose_number_was_taken(raw):
     await run(raw, "postings_claim", claim_args(("m:0", 5, "fox"), ("m:1", 3, "fox")))
     record = np.array([(1, 1, 5)], RECORD).tobytes()
     keys = [P + "seqof", P + "junk", P + "stats", P + "t:fox"]
-    assert await run(raw, "postings_append", [2, "m:0", 1, "m:1", 9, "fox", record, 0],
+    assert await run(raw, "postings_append", [2, "m:0", 1, "m:1", 9, 0, record],
                      keys) == [0, 2]
     assert await raw.get(P + "t:fox") is None
-    assert await run(raw, "postings_append", [1, "m:0", 1, "fox", record, 1], keys) == [1]
+    assert await run(raw, "postings_append", [1, "m:0", 1, 1, 1, "fox", 1, record],
+                     keys) == [1]
     assert await raw.get(P + "t:fox") == record
     assert await raw.hget(P + "junk", "fox") == b"1"  # one record repeated
     assert await raw.hget(P + "stats", "junk") == b"1"
