@@ -198,12 +198,12 @@ async def reconcile(graph: Any) -> int:
     rows = await run(graph, cypher_memories.PENDING_WRITTEN, {"rows": [
         {"chunk": chunk, "memory": chunk.rsplit(":", 1)[0]} for chunk in ids]}, read_only=True)
     there = {chunk: (bool(has_chunk), bool(has_memory)) for chunk, has_chunk, has_memory in rows}
-    args: list[Any] = []
+    args: list[Any] = ["settle"]
     for number, chunk in zip(numbers, ids, strict=True):
         has_chunk, has_memory = there.get(chunk, (False, False))
         if has_chunk or not has_memory:
             args += [chunk, number, int(has_chunk)]
-    return int(await call(graph, "postings_settle", args)) if args else 0
+    return int(await call(graph, "postings_forget", args)) if len(args) > 1 else 0
 
 
 async def needs_work(graph: Any) -> bool:

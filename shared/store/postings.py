@@ -24,7 +24,7 @@ A chunk is numbered once while it lives: the claim (postings_claim.lua) gives th
 has or a new one, and counts its stems and words only then, in one script, so a job that
 runs again appends the same postings again (the reader adds a chunk once per term; the
 compaction removes the repeats) and counts nothing twice. A worker numbers a write's chunks
-before it writes them and settles the claims after (postings_settle.lua): a chunk the write
+before it writes them and settles the claims after (postings_forget.lua): a chunk the write
 did not write (its memory was deleted while its text was embedded) is forgotten by the
 stems kept in ``pend``; a delete that reads the chunks after they are written finds them
 numbered; a claim a dead writer left is resolved against the graph by the workers' upkeep.
@@ -175,10 +175,10 @@ async def settle(graph: Any, claims: list[Claim], written: set[str]) -> int:
     memory was deleted meanwhile: the write wrote nothing) forgotten. How many were."""
     gone = 0
     for start in range(0, len(claims), SCRIPT_CHUNKS):
-        args: list[Any] = []
+        args: list[Any] = ["settle"]
         for chunk_id, number in claims[start : start + SCRIPT_CHUNKS]:
             args += [chunk_id, number, int(chunk_id in written)]
-        gone += int(await call(graph, "postings_settle", args))
+        gone += int(await call(graph, "postings_forget", args))
     return gone
 
 
@@ -192,7 +192,7 @@ async def index_written(graph: Any, counted: list[Counted]) -> None:
 async def forget(graph: Any, chunks: list[tuple[str, str]]) -> None:
     """Before chunks, (chunk id, text) each, are deleted: uncount them, drop their numbers."""
     for start in range(0, len(chunks), SCRIPT_CHUNKS):
-        args: list[Any] = []
+        args: list[Any] = ["read"]
         for chunk_id, counts, length in counts_of(chunks[start : start + SCRIPT_CHUNKS]):
             args += [chunk_id, length, " ".join(counts)]
         await call(graph, "postings_forget", args)

@@ -126,7 +126,10 @@ async def test_claims_a_dead_writer_left_are_resolved_against_the_graph(settings
         await store.aclose()
 
 
-def test_the_workers_run_the_upkeep_on_a_timer(settings):
+async def test_the_workers_run_the_upkeep_on_a_timer(settings):
     worker = make_worker(settings, burst=True, handle_signals=False)
-    names = {job.name for job in worker.cron_jobs}
-    assert COMPACT in names, names
+    try:
+        names = {job.name for job in worker.cron_jobs}
+        assert COMPACT in names, names
+    finally:
+        await worker.close()

@@ -77,21 +77,22 @@ async def test_append_refuses_a_write_whose_number_was_taken(raw):
 async def test_settle_keeps_what_was_written_and_forgets_the_rest(raw):
     await run(raw, "postings_claim", claim_args(("m:0", 5, "fox den"), ("m:1", 3, "fox")))
     # m:1 was not written; a third claim is not this writer's any more (its number differs)
-    assert await run(raw, "postings_settle", ["m:0", 1, 1, "m:1", 2, 0, "m:0", 9, 0]) == 1
+    assert await run(raw, "postings_forget", ["settle", "m:0", 1, 1, "m:1", 2, 0,
+                                              "m:0", 9, 0]) == 1
     assert await raw.hgetall(P + "pend") == {}
     assert await raw.hgetall(P + "seqof") == {b"m:0": b"1"}
     assert await raw.hgetall(P + "df") == {b"fox": b"1", b"den": b"1"}
     assert await raw.get(P + "words") == b"5"
     assert await raw.getbit(P + "dead", 2) == 1 and await raw.getbit(P + "dead", 1) == 0
     # settled claims are not forgotten by a late settle that says "not written"
-    assert await run(raw, "postings_settle", ["m:0", 1, 0]) == 0
+    assert await run(raw, "postings_forget", ["settle", "m:0", 1, 0]) == 0
     assert await raw.hgetall(P + "seqof") == {b"m:0": b"1"}
 
 
 async def test_forget_uncounts_once(raw):
     await run(raw, "postings_claim", claim_args(("m:0", 5, "fox den"), ("m:1", 3, "fox")))
-    assert await run(raw, "postings_forget", ["m:0", 5, "fox den"]) == 1
-    assert await run(raw, "postings_forget", ["m:0", 5, "fox den"]) == 0
+    assert await run(raw, "postings_forget", ["read", "m:0", 5, "fox den"]) == 1
+    assert await run(raw, "postings_forget", ["read", "m:0", 5, "fox den"]) == 0
     assert await raw.hgetall(P + "df") == {b"fox": b"1"}
     assert await raw.get(P + "words") == b"3"
     assert await raw.hgetall(P + "pend") == {b"2": b"3 fox"}
