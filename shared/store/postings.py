@@ -84,16 +84,11 @@ def keys_of(graph: Any) -> list[str]:
     return [prefix(graph.key) + key for key in KEYS]
 
 
-def script(graph: Any, name: str, args: list[Any], keys: list[str] | None = None,
-           client: Any = None) -> Any:
-    """One of SCRIPTS (redis-py's Script: EVALSHA, loading it on the first NOSCRIPT), with
-    every postings key unless ``keys`` are given; ``client``: a pipeline to queue it on."""
-    return graph.raw.register_script(SCRIPTS[name])(
-        keys=keys_of(graph) if keys is None else keys, args=args, client=client)
-
-
 async def call(graph: Any, name: str, args: list[Any], keys: list[str] | None = None) -> Any:
-    return await answer(script(graph, name, args, keys))
+    """Run one of SCRIPTS (redis-py's Script: EVALSHA, loading it on the first NOSCRIPT) with
+    every postings key, unless ``keys`` are given."""
+    script = graph.raw.register_script(SCRIPTS[name])
+    return await answer(script(keys=keys_of(graph) if keys is None else keys, args=args))
 
 
 class Claim(NamedTuple):

@@ -2,8 +2,9 @@
 now (issue 45's target): 100k memories added, 50k deleted, 20k replaced by a new text (as a
 file ingested again), a twentieth of the writes run twice (a job that ran again), all through
 the workers' store functions on a real FalkorDB server (workers/store.py: the postings' real
-write path), with the workers' upkeep (shared/store/compaction.py) run every ``--every``
-operations as its cron would; then the live memories written once into a second namespace.
+write path; deletes and replacements eight at a time, as workers run them), with the workers'
+upkeep (shared/store/compaction.py) run every ``--every`` operations as its cron would; then
+the live memories written once into a second namespace.
 
     ./dev bench postings_churn [--adds 100000] [--deletes 50000] [--updates 20000]
                                [--again 0.05] [--every 2000] [--queries 300] [--repeats 5]
@@ -54,6 +55,7 @@ DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "tests" / "bench" / "results"
 PIECE_WORDS = 64
 BATCH = 50  # memories a batch writes (the workers gather small memories in batches)
+CONCURRENT = 8  # deletes and replacements at once
 
 
 def texts(count: int) -> list[str]:
@@ -101,7 +103,8 @@ class History:
 
     async def window(self, ops: list[str]) -> None:
         """A window of operations: its adds as one batch (written again for a share of them:
-        a job that ran again), then its deletes and replacements one by one."""
+        a job that ran again), then its replacements' new texts and its deletes, CONCURRENT
+        at a time (as that many workers would)."""
         jobs = [support.job_of("churn", next(self.pool)) for op in ops if op == "add"]
         if jobs:
             await support.add(self.graph, jobs)
@@ -109,6 +112,7 @@ class History:
             again = [job for job in jobs if self.rng.random() < self.again]
             if again:
                 await support.add(self.graph, again)
+        gone, new = [], []
         for op in ops:
             if op == "add":
                 continue
@@ -116,14 +120,19 @@ class History:
                 self.deferred += 1
                 continue
             at = self.rng.randrange(len(self.jobs))
-            old = self.jobs[at]
+            gone.append(self.jobs[at].memory_id)
             self.jobs[at] = self.jobs[-1]
             self.jobs.pop()
             if op == "update":
-                job = support.job_of("churn", next(self.pool))
-                await support.add_one(self.graph, job)
-                self.jobs.append(job)
-            await support.delete(self.graph, old.memory_id)
+                new.append(support.job_of("churn", next(self.pool)))
+        self.jobs += new
+        await together([support.add_one(self.graph, job) for job in new])
+        await together([support.delete(self.graph, memory) for memory in gone])
+
+
+async def together(calls: list) -> None:
+    for at in range(0, len(calls), CONCURRENT):
+        await asyncio.gather(*calls[at : at + CONCURRENT])
 
 
 async def upkeep(graph) -> int:
