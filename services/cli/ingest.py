@@ -6,12 +6,21 @@ rest with add_memories in batches bounded by count and bytes. A changed file is 
 and its old memory deleted (a file's memory mirrors the file; versions of files belong in
 git, and superseded versions kept by update_memory would grow with every edit). ``--prune``
 deletes the memories of files that are gone (not those the filters leave out). Then it
-follows the tasks with graph_status until all are done and prints a summary.
+follows the tasks with graph_status until all are done and prints a summary. A file whose
+text another holds (stored before, or read in this run) is one memory: it is skipped and
+says whose text it is.
+
+Ctrl-C stops the command, not its tasks: what was queued is stored by the workers all the
+same (cancelling would undo it, and a changed file's old memory may be deleted already, so
+stopping halfway could lose a file's text), and the line it prints says how many were
+queued and how many ended. The same command run again follows the ones still queued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +29,10 @@ import msgspec
 import tenacity
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from mcp import MCPError
 
 from zapomni.services.cli.progress import Progress
+from zapomni.shared.protocol.errors import UNAUTHORIZED_CODE
 from zapomni.shared.text.files import (
     Loaded,
     Selection,
@@ -37,6 +48,8 @@ BATCH_CHARS = 4_000_000  # characters per call (add_memories takes 10,000,000)
 LIST_PAGE = 200
 RETRIES = 8  # a full queue is retried with backoff this many times
 POLL_SECONDS = 0.5
+FOLLOW_AHEAD = 8  # tasks polled past the oldest each round while it waits
+ACTIVE = ("queued", "running")
 DEFAULT_SELECTION = Selection()
 
 
@@ -47,9 +60,13 @@ class Tally(msgspec.Struct, kw_only=True):
     pruned: int = 0
     skipped: list[Skipped] = []
     failed: list[Skipped] = []
-    queued: int = 0  # files sent to the front
+    sending: int = 0  # files in the add_memories call under way
+    same: int = 0  # files whose text another file holds (stored, or read in this run)
+    ended: int = 0  # tasks followed to their end
+    following: bool = False  # every file read and sent: the tasks are followed
     kept: set[str] = set()  # memories that hold the text of a file found (--prune keeps them)
     tasks: dict[str, str] = {}  # task id -> source, to follow
+    sources: dict[str, str] = {}  # memory id -> the source of the file it holds (this root's)
 
 
 def _queue_full(exc: BaseException) -> bool:
@@ -125,26 +142,52 @@ def changed_files(root: Path, selection: Selection, stored: dict[str, dict],
 async def send(client: Client, namespace: str, batch: list[tuple[Loaded, dict | None]],
                tally: Tally, progress: Progress) -> None:
     items = [{"text": loaded.text, "metadata": loaded.metadata} for loaded, _ in batch]
+    tally.sending = len(batch)
     answer = await call(client, "add_memories", items=items, namespace=namespace)
-    tally.queued += len(batch)
-    progress.update(progress.done, note=f"{tally.queued:,} queued")
+    tally.sending = 0
     for (loaded, old), result in zip(batch, answer["results"], strict=True):
         if result.get("stored") is False:
             tally.failed.append(Skipped(loaded.source, result["reason"]))
-            continue
-        if result["duplicate"] and (old is None or old["memory_id"] == result["memory_id"]):
-            tally.skipped.append(Skipped(loaded.source, "the same text as a file stored "
-                                         f"already (memory {result['memory_id']})"))
-            tally.kept.add(result["memory_id"])
-            continue
-        tally.tasks[result["task_id"]] = loaded.source
-        if old is None:
-            tally.added += 1
-            continue
-        deleted = await call(client, "delete_memory", memory_id=old["memory_id"],
-                             namespace=namespace)
-        tally.tasks[deleted["task_id"]] = loaded.source
-        tally.replaced += 1
+        elif result["duplicate"] and (old is None or old["memory_id"] == result["memory_id"]):
+            same_text(loaded.source, result, tally)
+        else:
+            await queued(client, namespace, loaded.source, old, result, tally)
+    progress.update(progress.done, note=queued_note(tally))
+
+
+def same_text(source: str, result: dict, tally: Tally) -> None:
+    """A file whose text a memory holds already: one memory, so the file is skipped, naming
+    the file whose text it is (stored, or read in this run), else the memory. A memory still
+    being written for an earlier run (stopped with Ctrl-C) is followed here as this file's."""
+    mid = result["memory_id"]
+    tally.kept.add(mid)
+    twin = tally.sources.get(mid)
+    if twin is None and result["status"] in ACTIVE:
+        tally.sources[mid] = tally.tasks[result["task_id"]] = source
+        tally.added += 1
+        return
+    tally.same += 1
+    held = twin or f"memory {mid}, stored already"  # from another root, or not from a file
+    tally.skipped.append(Skipped(source, f"the same text as {held}: one memory holds both"))
+
+
+def queued_note(tally: Tally) -> str:
+    same = (f"; {tally.same:,} " + ("file holds" if tally.same == 1 else "files hold")
+            + " the text of another") if tally.same else ""
+    return f"{len(tally.tasks):,} tasks queued{same}"
+
+
+async def queued(client: Client, namespace: str, source: str, old: dict | None,
+                 result: dict, tally: Tally) -> None:
+    """A file queued as a memory of its own; a changed file's old memory is deleted."""
+    tally.sources[result["memory_id"]] = tally.tasks[result["task_id"]] = source
+    if old is None:
+        tally.added += 1
+        return
+    deleted = await call(client, "delete_memory", memory_id=old["memory_id"],
+                         namespace=namespace)
+    tally.tasks[deleted["task_id"]] = source
+    tally.replaced += 1
 
 
 async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: set[str],
@@ -164,6 +207,8 @@ async def prune(client: Client, namespace: str, stored: dict[str, dict], seen: s
 async def ingest_root(client: Client, root: Path, namespace: str, selection: Selection,
                       pruning: bool, tally: Tally, progress: Progress) -> None:
     stored = await stored_files(client, namespace, root_key(root), selection.max_files)
+    for source, memory in stored.items():
+        tally.sources.setdefault(memory["memory_id"], source)
     seen: set[str] = set()
     for batch in batches(changed_files(root, selection, stored, seen, tally, progress)):
         await send(client, namespace, batch, tally, progress)
@@ -172,34 +217,56 @@ async def ingest_root(client: Client, root: Path, namespace: str, selection: Sel
 
 
 async def follow(client: Client, tally: Tally, progress: Progress) -> None:
-    """Poll graph_status until every task has ended, oldest first (workers take them about
-    in that order, so each poll reads one or two records), saying what the oldest waits for
-    (no worker yet, or the worker's own words: chunking, the first model load...)."""
+    """Poll graph_status until every task has ended. Oldest first (workers take them about
+    in that order, so a round reads a record or two), and while the oldest waits, up to
+    FOLLOW_AHEAD more, so that the count moves with every task that ends behind it. The note
+    says what the oldest waits for (no worker yet, or its worker's words: chunking, the
+    first model load, a retry...) and, once its words have stood for a while, since when:
+    a record's words hold until its worker writes again."""
     pending = list(tally.tasks)
+    said, since = "", time.monotonic()
     while pending:
-        status = await call(client, "graph_status", task_id=pending[0])
-        if status["state"] in ("queued", "running"):
-            progress.update(progress.done, note=f"waiting for workers: {len(pending):,} "
-                            "queued" if status["state"] == "queued" else status["message"])
-            await asyncio.sleep(POLL_SECONDS)
+        waiting = None
+        for task_id in pending[:1 + FOLLOW_AHEAD]:
+            status = await call(client, "graph_status", task_id=task_id)
+            if status["state"] in ACTIVE:
+                if waiting is None:
+                    waiting = status
+                    continue
+                break  # the tasks behind a second one waiting are left for a later round
+            pending.remove(task_id)
+            tally.ended += 1
+            if status["state"] != "done":
+                reason = status["error"] or status["message"] or status["state"]
+                tally.failed.append(Skipped(tally.tasks[task_id], f"{status['state']}: {reason}"))
+        if waiting is None:
+            progress.update(tally.ended, note="")
             continue
-        task_id = pending.pop(0)
-        if status["state"] != "done":
-            reason = status["error"] or status["message"] or status["state"]
-            tally.failed.append(Skipped(tally.tasks[task_id], f"{status['state']}: {reason}"))
-        progress.update(progress.done + 1, note="")
+        note = f"waiting for workers: {len(pending):,} queued" \
+            if waiting["state"] == "queued" else waiting["message"] or "running"
+        if note != said:
+            said, since = note, time.monotonic()
+        progress.update(tally.ended, note=aged(note, time.monotonic() - since))
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def aged(note: str, seconds: float) -> str:
+    """A note as shown: after a minute unchanged, with how long it has stood."""
+    return note if seconds < 60 else f"{note}; unchanged for {seconds / 60:.0f} min"
 
 
 async def ingest(target: Any, roots: list[Path], *, namespace: str = "default",
                  selection: Selection = DEFAULT_SELECTION, pruning: bool = False,
-                 token: str = "", show: bool = False) -> Tally:
+                 token: str = "", show: bool = False, tally: Tally | None = None) -> Tally:
     """Ingest ``roots`` through the front at ``target`` (a URL, or a server in process):
-    files read and queued, then the tasks embedded and written, each shown with ``show``."""
-    tally = Tally()
+    files read and queued, then the tasks embedded and written, each shown with ``show``.
+    ``tally``: where the counts go as they are made (what an interrupted run did)."""
+    tally = Tally() if tally is None else tally
     async with Client(target, auth=token or None) as client:
         with Progress("ingest", 0, ("file read", "files read"), quiet=not show) as reading:
             for root in roots:
                 await ingest_root(client, root, namespace, selection, pruning, tally, reading)
+        tally.following = True
         with Progress("ingest", len(tally.tasks), ("task embedded and written",
                       "tasks embedded and written"), quiet=not show) as writing:
             await follow(client, tally, writing)
@@ -217,6 +284,32 @@ def summary(tally: Tally, shown: int = 50) -> str:
     return "\n".join(lines)
 
 
+def interrupted(tally: Tally) -> str:
+    """What a run stopped with Ctrl-C did, and that its tasks go on."""
+    sending = (f" (and maybe the {tally.sending:,} files being sent when it stopped)"
+               if tally.sending else "")
+    queued = (f"{len(tally.tasks):,} tasks were queued{sending} and go on in the workers "
+              "(nothing queued is undone)")
+    if not tally.tasks and not tally.sending:
+        return "zapomni ingest: interrupted; nothing was queued"
+    if not tally.following:
+        return (f"zapomni ingest: interrupted while reading files; {queued}; run the same "
+                "command again to send the rest and follow them")
+    return (f"zapomni ingest: interrupted; {queued}, {tally.ended:,} of them ended; run the "
+            "same command again to follow the rest")
+
+
+def front_refusal(url: str, exc: MCPError) -> str:
+    """One line for an error the front answered outside a tool (the connection refused):
+    a token missing or not accepted says which to pass with --token (services/mcp/http.py
+    sends the parts in the error's data)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    if exc.code == UNAUTHORIZED_CODE and {"reason", "accepted"} <= set(data):
+        return (f"the MCP front at {url} {data['reason']}; pass --token (default: "
+                f"ZAPOMNI_MCP_TOKEN) with {data['accepted']}")
+    return f"the MCP front at {url} answered: {exc.message}"
+
+
 def check_roots(paths: list[str]) -> list[Path]:
     roots = []
     for path in paths:
@@ -232,11 +325,17 @@ def run(args: Any, url: str, token: str, max_bytes: int) -> int:
     roots = check_roots(args.paths)
     selection = Selection(include=tuple(args.include), exclude=tuple(args.exclude),
                           max_bytes=max_bytes)
+    tally = Tally()
     try:
-        tally = asyncio.run(ingest(url, roots, namespace=args.namespace, selection=selection,
-                                   pruning=args.prune, token=token, show=True))
+        asyncio.run(ingest(url, roots, namespace=args.namespace, selection=selection,
+                           pruning=args.prune, token=token, show=True, tally=tally))
+    except KeyboardInterrupt:
+        print(interrupted(tally), file=sys.stderr, flush=True)
+        return 130
     except ToolError as exc:
         raise SystemExit(f"zapomni ingest: the front refused: {exc}") from None
+    except MCPError as exc:
+        raise SystemExit(f"zapomni ingest: {front_refusal(url, exc)}") from None
     except (OSError, RuntimeError, ExceptionGroup) as exc:
         raise SystemExit(f"zapomni ingest: cannot talk to the MCP front at {url} "
                          f"({type(exc).__name__}); start it with `zapomni up`, or pass "

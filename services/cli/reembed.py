@@ -9,9 +9,11 @@ from typing import Any
 
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from mcp import MCPError
 
+from zapomni.services.cli.ingest import front_refusal
 from zapomni.services.cli.progress import Progress
-from zapomni.shared.protocol.errors import InvalidInput, Unavailable
+from zapomni.shared.protocol.errors import InvalidInput, Unavailable, ZapomniError
 from zapomni.shared.settings import Settings
 
 POLL = 1.0  # seconds between graph_status calls
@@ -48,6 +50,8 @@ async def reembed_namespace(settings: Settings, namespace: str, *, mcp_url: str 
                     progress.update(status["progress"]["done"], status["progress"]["total"],
                                     note=f"ETA {eta:.0f} s" if eta else "")
             return status
+    except MCPError as exc:
+        raise ZapomniError(front_refusal(url, exc)) from None
     except (OSError, RuntimeError) as exc:
         if isinstance(exc, InvalidInput):
             raise

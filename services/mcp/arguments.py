@@ -14,7 +14,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastmcp.exceptions import FastMCPError, PromptError, ToolError, ValidationError
+from fastmcp.exceptions import (
+    DisabledError,
+    FastMCPError,
+    NotFoundError,
+    PromptError,
+    ToolError,
+    ValidationError,
+)
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticError
@@ -37,8 +44,9 @@ SCHEMA_TYPES = {"string": "a string", "integer": "an integer", "number": "a numb
 class Refusals(Middleware):
     """One log line per call that did not succeed, with the tool (or prompt) and the reason
     the caller read: a refusal at info, an internal error at error with its type (fastmcp's
-    own report of it, without the reason, is dropped: shared/logs.py). Outermost, so that
-    it sees the answer as worded."""
+    own report of it, without the reason, is dropped: shared/logs.py). A tool or prompt
+    this server does not have is the caller's mistake: answered in our words and logged as
+    a warning, without a traceback. Outermost, so that it sees the answer as worded."""
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext) -> Any:
         return await logged("tool", context, call_next)
@@ -47,9 +55,17 @@ class Refusals(Middleware):
         return await logged("prompt", context, call_next)
 
 
+UNKNOWN = {"tool": ToolError, "prompt": PromptError}
+
+
 async def logged(what: str, context: MiddlewareContext, call_next: CallNext) -> Any:
     try:
         return await call_next(context)
+    except (NotFoundError, DisabledError):  # fastmcp found no such tool or prompt
+        name = shown(context.message.name)
+        log.warning("%s %s refused: no such %s", what, name, what)
+        raise UNKNOWN[what](f"{what} {name}: this server has no such {what}; list the "
+                            f"{what}s ({what}s/list) for their names") from None
     except FastMCPError as exc:
         cause = exc.__cause__  # fastmcp masks an exception of ours as "Error calling tool"
         if cause is not None and not isinstance(cause, FastMCPError):

@@ -36,7 +36,8 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
                             namespace: str | None = None, token_budget: int = 2000,
                             history_turns: int = 16, memories: int = 8,
                             filters: dict[str, Any] | None = None,
-                            as_of: str | float | None = None) -> dict[str, Any]:
+                            as_of: str | float | None = None,
+                            show_ids: bool = False) -> dict[str, Any]:
         """The context for answering query (the current message, 1-2,000 characters), ready
         to paste into a prompt: the last history_turns (0-100, default 16) turns of thread,
         and the memories (0-50, default 8) that best match the query, leaving out turns
@@ -49,10 +50,13 @@ def add_context_tools(mcp: FastMCP, live: dict[str, Front]) -> None:
         created_at, memory_type, and while it is still ingesting status and parts, as in
         search_memory}], latest_message, metadata: {history_count, memory_count,
         total_tokens, truncated, tokenizer, token_budget}, prompt}. prompt has a section of
-        relevant memories (each with its id, type and date), one of the recent conversation
-        and the current message; total_tokens counts it as returned. filters: as
-        search_memory's, for the memories (the history is the thread's)."""
+        relevant memories (each labelled with the day it happened, its memory_type if it has
+        one and "outdated" when a newer statement of the same thing was found; show_ids: true
+        adds each memory's id and the newer one's, ~30 tokens each), one of the recent
+        conversation and the current message; total_tokens counts it as returned. A memory
+        too long for what is left of the budget is passed over for the next that fits.
+        filters: as search_memory's, for the memories (the history is the thread's)."""
         with tool_call("build_context"):
             request = decode_context(query, thread, namespace, token_budget, history_turns,
-                                     memories, filters, as_of)
+                                     memories, filters, as_of, show_ids)
             return plain(await live["front"].query.call("/v1/context", request, Context))

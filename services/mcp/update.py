@@ -10,9 +10,12 @@ refused with the task to wait for; a delete accepted later cancels it and wins.
 
 A new text is added the way add_memory adds it (claim, capacity, thread), with the old
 memory's metadata (patched) and ``supersedes``; the old version stays searchable until the
-new one is, then search leaves it out (workers/ingest.py). In a thread, the new version is a
-new turn at the end: it was said now, and an agent reading the conversation sees the
-correction where it was made.
+new one is, then search leaves it out (workers/ingest.py). It keeps the old version's event
+time (``occurred_at``) unless the patch gives one: a correction of what a memory says does
+not move when that happened, so history, recency and currency see the corrected turn where
+the old one was (in a thread it is still added after the newest turn, the neighbour search
+reads beside it); a fact that changed now is said with ``occurred_at``, or added as a new
+memory, which currency orders by its time.
 
 No change of the old version lands while its new version is made, or it would be lost (the
 new version carries the metadata read before it): the new version takes the memory over, as
@@ -140,8 +143,12 @@ async def new_version(front: Front, request: UpdateMemory) -> UpdateReceipt:
     try:
         old = await read_memory(front, request)
         check_current(old)
-        # a new text is a new statement: it happened now, unless the patch says when
-        patch = {"occurred_at": None, **(request.patch or {})}
+        # a new text corrects what the memory says: what it says happened when the old one
+        # said (its event time), unless the patch says when. Taking the update's time made
+        # an old fact corrected today the thread's newest turn (issue 51)
+        # (given at add: in the metadata, exact; else it was the time added, to the second)
+        kept = {} if "occurred_at" in old.metadata else {"occurred_at": old.occurred_at or None}
+        patch = {**kept, **(request.patch or {})}
         memory = AddMemory(text=request.text or "", content_hash=request.content_hash,
                            namespace=request.namespace, supersedes=request.memory_id,
                            line_offset=request.line_offset, **merged_fields(old, patch))

@@ -4,20 +4,24 @@ Read-only.
 build_context reads the thread's last turns and searches for the query at once, leaves out of
 the matches the turns the history already holds, and fits the rest into ``token_budget``
 (tokens of shared/text/conversation.py's tokenizer): the current message always, then the
-memories best first, then the turns newest first. So over the budget the oldest turns go
-first, then the lowest-ranked memories, and nothing is cut in the middle; a turn the budget
+memories best first (each that fits: a long one is passed over for a shorter next one), then
+the turns newest first into what is left. So over the budget the oldest turns go first, then
+the lowest-ranked memories, and nothing is cut in the middle; a turn the budget
 leaves out of the history competes with the other memories by its rank in the search
 (fit_competing), so the turn that says the user's name survives a small budget where the
 newest small talk does not. ``prompt`` is the three sections as text (memories, then the
 conversation leading into the current message), each line with its speaker ("User: ...")
-when the metadata names a role, each memory with the date it happened (event time) and,
-when a newer statement of the same thing was found, "outdated by" that memory;
+when the metadata names a role, each memory with a short label (``label``): the day it
+happened (event time), its metadata memory_type when it has one, "outdated" when a newer
+statement of the same thing was found, and the ids only when the caller asks (``show_ids``):
+an id costs ~30 tokens, the rest ~7, and an agent has the ids in ``memories`` anyway;
 ``total_tokens`` is the count of that text as returned.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -200,46 +204,80 @@ def spoken(text: str, role: Any) -> str:
     return f"{ROLES[role]}: {one_line(text)}" if role in ROLES else one_line(text)
 
 
-def memory_line(memory: ContextMemory) -> str:
-    newer = f" | outdated by {memory.outdated_by}" if memory.outdated_by else ""
-    return (f"- [{memory.memory_id} | {memory.memory_type} | {memory.occurred_at[:10]}{newer}] "
-            f"{spoken(memory.text, memory.metadata.get('role'))}")
+def short_day(moment: str) -> str:
+    """An ISO-8601 time as the day a model reads cheaply: "8 Sep 2026" (4 tokens of the
+    WordPiece against 6 for 2026-09-08)."""
+    try:
+        day = datetime.fromisoformat(moment)
+    except ValueError:
+        return moment[:10]
+    return f"{day.day} {day:%b %Y}"
+
+
+def label(memory: ContextMemory, show_ids: bool = False) -> str:
+    """What the prompt says of a memory before its text: its day, its memory_type when the
+    metadata gives one, "outdated" when a newer statement of the same thing was found; with
+    ``show_ids``, its id first and the newer one's after "outdated by". ~7 tokens without
+    ids; each id is ~30."""
+    kind = memory.metadata.get("memory_type")
+    parts = [memory.memory_id] if show_ids else []
+    if memory.occurred_at:
+        parts.append(short_day(memory.occurred_at))
+    if isinstance(kind, str) and kind:
+        parts.append(kind)
+    if memory.outdated_by:
+        parts.append(f"outdated by {memory.outdated_by}" if show_ids else "outdated")
+    return f"[{' | '.join(parts)}]" if parts else ""
+
+
+def memory_line(memory: ContextMemory, show_ids: bool = False) -> str:
+    tag = label(memory, show_ids)
+    said = spoken(memory.text, memory.metadata.get("role"))
+    return f"- {tag} {said}" if tag else f"- {said}"
 
 
 def fit(request: ContextRequest, turns: list[Turn], memories: list[ContextMemory],
         counter: TokenCounter, current: str, spent: int) -> Context:
-    """What fits the budget, and the prompt made of it. Lines are counted one at a time, in
-    the order they are kept, until one does not fit: counting costs about the budget, not
-    everything read. Whitespace is no token, so the prompt's count is the sum of its parts."""
+    """What fits the budget, and the prompt made of it: the memories best first, each that
+    fits (one too long for the room left is passed over for the next: the budget holds
+    facts, not a gap), then the turns newest first while they fit (the history stays one
+    run up to the current message). Lines are counted one at a time, in the order they are
+    tried, and no more once no line could fit: counting costs about the lines read, not
+    the whole text. Whitespace is no token, so the prompt's count is the sum of its parts."""
     room = request.token_budget - spent
-    lines, used = fill([memory_line(m) for m in memories], MEMORIES, room, counter)
-    said: list[str] = []
-    if len(lines) == len(memories):  # turns go before memories: none while one is left out
-        said, heard = fill([spoken(t.text, t.role) for t in reversed(turns)], CONVERSATION,
-                           room - used, counter)
-        said.reverse()
-        used += heard
+    candidates = [memory_line(m, request.show_ids) for m in memories]
+    chosen, used = fill(candidates, MEMORIES, room, counter, passing=True)
+    newest = [spoken(t.text, t.role) for t in reversed(turns)]
+    heard, told = fill(newest, CONVERSATION, room - used, counter, passing=False)
+    said = newest[:len(heard)][::-1]
     start = len(turns) - len(said)
+    kept = [memories[i] for i in chosen]
     return Context(
         namespace=request.namespace, thread=request.thread, history=turns[start:],
-        memories=memories[:len(lines)], latest_message=request.query,
-        prompt=assemble(lines, said, current),
-        metadata=ContextInfo(history_count=len(said), memory_count=len(lines),
-                             total_tokens=spent + used,
-                             truncated=start > 0 or len(lines) < len(memories),
+        memories=kept, latest_message=request.query,
+        prompt=assemble([candidates[i] for i in chosen], said, current),
+        metadata=ContextInfo(history_count=len(said), memory_count=len(kept),
+                             total_tokens=spent + used + told,
+                             truncated=start > 0 or len(kept) < len(memories),
                              tokenizer=counter.name, token_budget=request.token_budget))
 
 
-def fill(lines: list[str], heading: str, room: int, counter: TokenCounter
-         ) -> tuple[list[str], int]:
-    """The first ``lines`` that fit in ``room`` under their heading, and the tokens they take
-    with it (0 when none does)."""
+def fill(lines: list[str], heading: str, room: int, counter: TokenCounter, passing: bool
+         ) -> tuple[list[int], int]:
+    """The positions of the ``lines`` kept in ``room`` under their heading, and the tokens
+    they take with it (0 when none is kept). ``passing``: a line that does not fit is
+    passed over for the next (a memory's line costs a token at least, "-": once the room is
+    spent nothing more is counted); else the first that does not fit ends the run."""
     spent, kept = counter.count(heading) if lines else 0, []
-    for line in lines:
+    for at, line in enumerate(lines):
+        if passing and spent >= room:
+            break
         cost = counter.count(line)
         if spent + cost > room:
+            if passing:
+                continue
             break
-        kept.append(line)
+        kept.append(at)
         spent += cost
     return kept, spent if kept else 0
 

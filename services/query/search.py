@@ -41,7 +41,7 @@ from zapomni.services.query.hits import shape_results, why_empty
 from zapomni.services.query.keyword import bm25, idf, stem, term_counts, terms
 from zapomni.services.query.postings import keyword_pool
 from zapomni.services.query.rank import AccessLog
-from zapomni.services.query.timeline import asked_order, time_prior
+from zapomni.services.query.timeline import asked_order, time_prior, time_terms
 from zapomni.services.query.versions import inherit
 from zapomni.services.query.when import read_time
 from zapomni.shared import metrics
@@ -143,8 +143,10 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     weights = WEIGHTS
     total = max(1, state.chunks)  # idf's N, for the keyword and graph signals
     threaded = request.mode == "hybrid" and state.threads > 0
+    when = read_time(request.query, request.as_of or time.time())
     ranked, named, found = await first_signals(graph, embedder, redis, weights, request,
-                                               params, state, total)
+                                               params, state, total,
+                                               time_terms(request.query, when)[0])
     fused = fuse(ranked, weights) if request.mode == "hybrid" else []
     for signal, rows in ranked.items():
         metrics.SEARCH_CANDIDATES.labels(signal).observe(len(rows))
@@ -160,7 +162,6 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
     if inheriting:
         candidates = await inherit(graph, candidates, {**params, "superseded": False})
     kept = [c for c in collapse(candidates) if c.score >= request.min_score]
-    when = read_time(request.query, request.as_of or time.time())
     kept = await time_prior(graph, kept, when, request.query)
     results = await shape_results(graph, kept, request,
                                   asked_order(when, request.query))
@@ -173,17 +174,18 @@ async def search_memory(store: GraphStore, embedder: Embedder, redis: Redis,
 
 async def first_signals(graph: AsyncGraph, embedder: Embedder, redis: Redis,
                         weights: dict[str, float], request: SearchRequest, params: dict[str, Any],
-                        state: SearchState, total: int
+                        state: SearchState, total: int, timed: frozenset[str] = frozenset()
                         ) -> tuple[dict[str, Ranked], Named | None, Found | None]:
     """Every signal at once (each needs only the question): vector, keyword and graph.
-    ``state``: what search_state read of the namespace; ``total``: its chunks (at least 1)."""
+    ``state``: what search_state read of the namespace; ``total``: its chunks (at least 1);
+    ``timed``: the question's words that are its time, not matched as words."""
     jobs: dict[str, Any] = {}
     if request.mode in ("hybrid", "vector"):
         jobs["vector"] = vector_signal(graph, embedder, redis, request, params)
     graphed = request.mode == "graph" or (request.mode == "hybrid" and weights["graph"] > 0)
     if request.mode in ("hybrid", "keyword"):
         jobs["keyword"] = keyword_signal(graph, request, params, total,
-                                         KEYWORD_POOL)
+                                         KEYWORD_POOL, timed)
     if graphed:
         jobs["graph"] = graph_part(graph, request, params, total, state.code)
     done = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
@@ -275,14 +277,15 @@ async def vector_signal(graph: AsyncGraph, embedder: Embedder, redis: Redis,
 
 
 async def keyword_signal(graph: AsyncGraph, request: SearchRequest, params: dict[str, Any],
-                         total: int, pool: int) -> Ranked:
+                         total: int, pool: int, timed: frozenset[str] = frozenset()) -> Ranked:
     """Full-text candidates by BM25 over the query's terms, then re-scored with BM25 over the
     pool's own average length. A term's document frequency is how many chunks of the
     namespace hold its stem, with or without filters (the size of its postings:
     shared/store/postings.py). ``pool``: the candidates re-scored (at least ``depth``). The
     unfiltered pool is summed from the postings (services/query/postings.py); a filtered one
-    is summed in FalkorDB, and the unfiltered one gives it BM25's average length."""
-    words = terms(request.query)
+    is summed in FalkorDB, and the unfiltered one gives it BM25's average length. ``timed``:
+    words of the question's time window, left out (services/query/timeline.py, time_terms)."""
+    words = [word for word in terms(request.query) if word not in timed]
     if not words:
         return []  # only stop words or punctuation: nothing to match, not an error
     stems = {word: stem(word) for word in words}

@@ -3,9 +3,12 @@ happened, and the newer of two statements about the same thing first. Read-only.
 
 The prior (``time_prior``): a question that names a window ("last week", "in March": see
 services/query/when.py) raises each candidate by TIME_WEIGHT of its score times how well its
-event time fits the window (1 inside, halving every half-width outside). It only re-orders:
-nothing is left out, so a window with no memory in it still returns the best matches.
-``why.time`` shows the words, the window and the points added.
+event time fits the window (1 inside, halving every half-width outside). A question that says
+nothing but its time ("What did I do last week?") is asked about the window: there the fit
+decides ALONE_WEIGHT of the score and relevance the rest. It only re-orders: nothing is left
+out, so a window with no memory in it still returns the best matches. ``why.time`` shows the
+words, the window and the points added (or taken). The words of a relative window ("last",
+"week", "ago") are the question's time, not words a passage should match (``time_terms``).
 
 Currency (``newer_first``): statements (memories said by a ``role`` or in a ``thread``: a
 conversation's turns, not documents) that state different values for the same thing ("I live
@@ -39,6 +42,7 @@ from typing import Any
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.services.query.fusion import Candidate
+from zapomni.services.query.keyword import terms
 from zapomni.services.query.when import When, closeness
 from zapomni.shared.protocol.answers import SignalMatch
 from zapomni.shared.protocol.times import iso
@@ -61,6 +65,15 @@ SIMILAR = 0.45
 RESTATED = 0.95
 # ... and at or above which, when the newer one says that something changed (CHANGED)
 SIMILAR_CHANGED = 0.3
+# a chain moves only where the statement it would put first is at least this share of the
+# best placed one's cosine to the question (answering). Measured 2026-12-01 on ./dev bench
+# currency, the chains its questions moved: 3 of 462 holding the fact asked about put a
+# statement below 0.5 first (0.33, 0.33, 0.42: each a third statement the chain gained by a
+# looser likeness, "... I drive a Honda now" after two about an instrument; 14 more the
+# vector signal did not find move as before); issue 51's chat, the move to Gdańsk for "What
+# is my job now?": 0.35. With it the bench's now-first 0.821 -> 0.825, initially-first 0.915,
+# LoCoMo every mode unchanged (docs/benchmarks.md, "Issue 51")
+ANSWERS = 0.5
 CHANGED = re.compile(r"\b(now|moved|switched|changed|new|no longer|any ?more|instead|left|"
                      r"quit|became|replaced|gave up|took up|started|since|finally)\b",
                      re.IGNORECASE)
@@ -87,6 +100,41 @@ PRESENT = re.compile(r"^\W*(?:what|where|who|whom|whose|which|how|when|is|are|am
 PAST = re.compile(r"\b(did|was|were|had|used to)\b", re.IGNORECASE)
 
 
+# the words of a relative window of a day or a week (services/query/when.py: "yesterday",
+# "last week", "three weeks ago", "the past few days"): read as the question's time, and not
+# matched as words, since a passage that says "last week" or "a week" says it of its own time
+# ("My sister visited me for a week in July" was the best keyword match of "What did I do
+# last week?"). Longer windows keep their words: "four years ago" or "last year" said within
+# months of the question means about the same time (dropping them too cost LoCoMo hybrid
+# R@5 0.6159 -> 0.6101, its ten such questions all in years; 2026-12-01, ./dev bench
+# retrieval --datasets locomo). Names of months and days and numbers stay words: a passage
+# that names March may be about the March asked for
+SHORT_WINDOW = 8 * 86400.0
+RELATIVE = frozenset("""yesterday today tonight morning afternoon evening day days week weeks
+weekend weekends month months year years ago back earlier last past previous this couple few
+several one two three four five six seven eight nine ten eleven twelve""".split())  # noqa: SIM905
+# a question whose other words are these asks what happened in its window ("What happened
+# last week?"): see time_prior
+HAPPENED = frozenset({"happen", "happened", "happening", "happens"})
+# the share of such a question's score its window decides (the rest is relevance, so
+# memories that fit the window alike keep relevance's order): close to 1, so that what
+# happened in the window comes first ("What did I do last week?": the hike on Saturday, not
+# "Today I'm just tired" on Thursday, issue 51)
+ALONE_WEIGHT = 0.9
+
+
+def time_terms(query: str, when: When) -> tuple[frozenset[str], bool]:
+    """The question's words that are its relative window of a day or a week (to leave out
+    of the keyword signal), and whether the question says nothing but its time: no word of it is
+    matched except the words of its window and order ("What did I do last week?")."""
+    if not when.words:
+        return frozenset(), False
+    said = set(terms(when.words))
+    others = set(terms(query)) - said - HAPPENED
+    short = when.lo is not None and when.hi is not None and when.hi - when.lo <= SHORT_WINDOW
+    return frozenset(said & RELATIVE if short else ()), when.window and not others
+
+
 def asked_order(when: When, query: str) -> str:
     """Which end of a changed fact the question wants: its words ("latest", "earliest"),
     else a present-tense question asks for the "present" (the latest, where the newer
@@ -106,6 +154,8 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
     mine = USER_WEIGHT > 0 and bool(FIRST_PERSON.search(query))
     if not (when.window or mine) or not candidates:
         return candidates
+    alone = time_terms(query, when)[1]
+    best = max(max(c.score for c in candidates), 0.0)
     rows = await run_cells(graph, cypher_search.EVENT_TIMES,
                            {"ids": sorted({c.memory_id for c in candidates})})
     at = {row[0]: float(row[1]) for row in rows if row[1] is not None}
@@ -119,7 +169,8 @@ async def time_prior(graph: AsyncGraph, candidates: list[Candidate], when: When,
     out = []
     for i, (candidate, fit) in enumerate(zip(candidates, fits, strict=True)):
         why = dict(candidate.why)
-        points = round(TIME_WEIGHT * fit * max(candidate.score, 0.0), 6)
+        points = round(TIME_WEIGHT * fit * max(candidate.score, 0.0), 6) if not alone else \
+            round(ALONE_WEIGHT * (fit * best - candidate.score), 6)
         if when.window:
             why["time"] = SignalMatch(rank=fit_rank[i], score=round(fit, 6),
                                       words=when.words, window=window, points=points)
@@ -218,30 +269,63 @@ def pair_statements(pairs: list[tuple[str, str]], sims: dict[tuple[str, str], fl
 
 def arrange(candidates: list[Candidate], firsts: dict[str, int], chains: list[list[str]],
             order: str, only: set[str] | None = None) -> list[Candidate]:
-    """Each chain's members over the places it holds, newest (or oldest) first, marked;
-    with ``only``, just the chains whose newest is in it move (the rest are marked)."""
+    """Each chain's members over the places it holds, newest (or oldest) first, marked. Only
+    the statements that answer the question move (``answering``); with ``only``, just where
+    the newest of those is in it (the rest are marked). A statement that moves takes the
+    score of the place it takes, so the scores shown follow the order;
+    ``why.currency.points`` is what that changed."""
     out = list(candidates)
     for chain in chains:
-        places = sorted(firsts[m] for m in chain)
-        ranked = chain[::-1] if order != "earliest" else chain
         newest = chain[-1]
-        for position, memory in enumerate(ranked, start=1):
+        moving = answering(candidates, firsts, chain, order) if order else []
+        if only is not None and moving and moving[-1] not in only:
+            moving = []
+        places = sorted(firsts[m] for m in moving)
+        ranked = moving[::-1] if order != "earliest" else moving
+        target = {m: places[i] for i, m in enumerate(ranked)}
+        for memory in chain:
             source = candidates[firsts[memory]]
-            why = {**source.why, "currency": currency_why(chain, memory)}
-            marked = replace(source, why=why, outdated_by="" if memory == newest else newest)
-            moved = order and (only is None or newest in only)
-            target = places[position - 1] if moved else firsts[memory]
-            out[target] = marked
+            at = target.get(memory, firsts[memory])
+            score = candidates[at].score
+            why = {**source.why, "currency": currency_why(chain, memory,
+                                                          score - source.score)}
+            out[at] = replace(source, score=score, why=why,
+                              outdated_by="" if memory == newest else newest)
     return out
 
 
-def currency_why(chain: list[str], memory: str) -> SignalMatch:
+def answering(candidates: list[Candidate], firsts: dict[str, int], chain: list[str],
+              order: str) -> list[str]:
+    """The part of a chain that moves: while the statement it would put first (the newest;
+    the oldest for "earliest") does not answer the question about as well as the chain's
+    best placed one (its cosine to the question below ANSWERS of that one's, when the
+    vector signal found both), it is left where it ranks. A statement that changed another
+    fact the best one also states ("I'm a nurse and I live in Kraków" ... "I moved to
+    Gdańsk") is not the answer to a question about the job, nor a third statement a chain
+    gained by a looser likeness ("I play the guitar" ... "I play the cello now" ... "I
+    drive a Tesla now") the answer to one about the instrument."""
+    moving = list(chain)
+    while len(moving) > 1:
+        wanted = candidates[firsts[moving[0] if order == "earliest" else moving[-1]]]
+        first = candidates[min(firsts[m] for m in moving)]
+        mine, best = wanted.why.get("vector"), first.why.get("vector")
+        if wanted is first or mine is None or best is None or best.score <= 0 \
+                or mine.score >= ANSWERS * best.score:
+            return moving
+        moving = moving[1:] if order == "earliest" else moving[:-1]
+    return []
+
+
+def currency_why(chain: list[str], memory: str, points: float = 0.0) -> SignalMatch:
     """rank: the statement's place in its chain, newest first; score: how many statements
-    the chain holds."""
+    the chain holds; points: what its move changed of its score (the place's score less
+    its own), when it moved."""
     at = chain.index(memory)
     extra: dict[str, Any] = {}
     if at < len(chain) - 1:
         extra["newer"] = chain[-1]
     if at > 0:
         extra["older"] = chain[at - 1]
+    if points:
+        extra["points"] = round(points, 6)
     return SignalMatch(rank=len(chain) - at, score=float(len(chain)), **extra)

@@ -10,17 +10,28 @@ A rule set of our own, not a date library: dateparser 1.5.0 (BSD-3-Clause), meas
 for its first search_dates and then 4.0 ms a question on average (the target is 1 ms), read
 "we" as a date, gave points where the question names a span ("in March": 26 March) and knows
 no "initially" or "currently". These rules take ~20 µs a question (tests/bench/when.py).
-Calendar arithmetic is in UTC.
+
+Calendar arithmetic is in UTC, on day numbers (days since 1970-01-01, proleptic Gregorian:
+``days_from_civil``/``civil_from_days``, H. Hinnant's algorithms), never on datetimes: a day
+after 9999-12-31 or before 0001-01-01 is a number like any other, where datetime raised
+OverflowError (issue 45: "on 9999-12-31" was a 500). The window is then held inside what
+ISO-8601 can show (FIRST_SECOND..LAST_SECOND, datetime's range), where the answer shows it.
+The patterns match a lower-case copy of the query whose offsets are the query's own, so
+the words reported are the query's (U+0130 "İ" lowers to two characters: it stays as is).
 """
 
 from __future__ import annotations
 
-import calendar
+import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 DAY = 86400.0
+# the window's ends stay where ISO-8601 (datetime) can show them: 0001-01-01T00:00:00Z to
+# 9999-12-31T23:59:59Z (a whole second: a fraction below the next day rounds up to it)
+FIRST_SECOND = -62135596800.0
+LAST_SECOND = 253402300799.0
+MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")
@@ -62,120 +73,163 @@ class When:
         return self.lo is not None or self.hi is not None
 
 
-def day_start(moment: datetime) -> datetime:
-    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a date of the proleptic Gregorian calendar, any year."""
+    year -= month <= 2
+    era = year // 400
+    of_era = year - era * 400
+    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
+
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """The date (year, month, day) of a day number, any day."""
+    days += 719468
+    era = days // 146097
+    of_era = days - era * 146097
+    year_of_era = (of_era - of_era // 1460 + of_era // 36524 - of_era // 146096) // 365
+    of_year = of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted = (5 * of_year + 2) // 153  # months from March
+    month = shifted + (3 if shifted < 10 else -9)
+    return year_of_era + era * 400 + (month <= 2), month, of_year - (153 * shifted + 2) // 5 + 1
+
+
+def month_days(year: int, month: int) -> int:
+    leap = month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return MONTH_DAYS[month - 1] + leap
+
+
+def weekday(day: int) -> int:
+    """Monday 0 ... Sunday 6 (1970-01-01 was a Thursday)."""
+    return (day + 3) % 7
+
+
+@dataclass(frozen=True)
+class Now:
+    """The question's "now": unix seconds, its day number and that day's date."""
+
+    at: float
+    day: int
+    year: int
+    month: int
+
+    @classmethod
+    def of(cls, seconds: float) -> Now:
+        day = math.floor(seconds / DAY)
+        year, month, _ = civil_from_days(day)
+        return cls(seconds, day, year, month)
+
+
+def day_span(day: int) -> tuple[float, float]:
+    return day * DAY, (day + 1) * DAY
 
 
 def month_span(year: int, month: int) -> tuple[float, float]:
-    first = datetime(year, month, 1, tzinfo=UTC)
-    days = calendar.monthrange(year, month)[1]
-    return first.timestamp(), (first + timedelta(days=days)).timestamp()
+    first = days_from_civil(year, month, 1)
+    return first * DAY, (first + month_days(year, month)) * DAY
 
 
-def day_span(moment: datetime) -> tuple[float, float]:
-    start = day_start(moment)
-    return start.timestamp(), (start + timedelta(days=1)).timestamp()
+def year_span(year: int) -> tuple[float, float]:
+    return days_from_civil(year, 1, 1) * DAY, days_from_civil(year + 1, 1, 1) * DAY
 
 
 def month_number(word: str) -> int:
     return SHORT_MONTHS[word[:4] if word.startswith("sept") else word[:3]]
 
 
-def recent_month(month: int, now: datetime) -> int:
+def recent_month(month: int, now: Now) -> int:
     """The year of the latest ``month`` that began no later than ``now``."""
     return now.year if month <= now.month else now.year - 1
 
 
-def safe_date(year: int, month: int, day: int) -> datetime | None:
-    try:
-        return datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
-        return None
+def date_day(year: int, month: int, day: int) -> int | None:
+    """The day number of a date; None if there is no such day (30 February)."""
+    if 1 <= month <= 12 and 1 <= day <= month_days(year, month):
+        return days_from_civil(year, month, day)
+    return None
 
 
 # ---- the window rules, each (pattern, function(match, now) -> (lo, hi) | None) ----
 
 
-def _ago(m: re.Match, now: datetime) -> tuple[float, float]:
+def _ago(m: re.Match, now: Now) -> tuple[float, float]:
     count = NUMBERS.get(m[1]) or int(m[1])
     unit = UNITS[m[2]]
-    point = now.timestamp() - count * unit
+    point = now.at - count * unit
     if m[2] == "day":
-        return day_span(datetime.fromtimestamp(point, UTC))
+        return day_span(math.floor(point / DAY))
     return point - unit / 2, point + unit / 2
 
 
-def _relative_day(m: re.Match, now: datetime) -> tuple[float, float]:
+def _relative_day(m: re.Match, now: Now) -> tuple[float, float]:
     back = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0,
             "this evening": 0, "yesterday": 1, "the day before yesterday": 2}[m[1]]
-    return day_span(now - timedelta(days=back))
+    return day_span(now.day - back)
 
 
-def _last_unit(m: re.Match, now: datetime) -> tuple[float, float]:
+def _last_unit(m: re.Match, now: Now) -> tuple[float, float]:
     """"last week": the calendar week before this one (Monday first); "this week": from its
     start to now; "past week": the seven days before now."""
     which, unit = m[1], m[2]
     if which in ("past", "last few", "the past") and unit != "weekend":
-        return now.timestamp() - UNITS[unit], now.timestamp()
-    today = day_start(now)
+        return now.at - UNITS[unit], now.at
     if unit == "week":
-        start = today - timedelta(days=today.weekday())
-        previous = start - timedelta(days=7)
+        start = now.day - weekday(now.day)
+        previous = start - 7
     elif unit == "weekend":
-        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
-        return saturday.timestamp(), (saturday + timedelta(days=2)).timestamp()
+        saturday = now.day - ((weekday(now.day) - 5) % 7 or 7)
+        return saturday * DAY, (saturday + 2) * DAY
     elif unit == "month":
-        start = today.replace(day=1)
-        previous = (start - timedelta(days=1)).replace(day=1)
+        start = days_from_civil(now.year, now.month, 1)
+        previous = days_from_civil(now.year - (now.month == 1), (now.month - 2) % 12 + 1, 1)
     else:
-        start = today.replace(month=1, day=1)
-        previous = start.replace(year=start.year - 1)
+        start = days_from_civil(now.year, 1, 1)
+        previous = days_from_civil(now.year - 1, 1, 1)
     if which == "this":
-        return start.timestamp(), now.timestamp()
-    return previous.timestamp(), start.timestamp()
+        return start * DAY, now.at
+    return previous * DAY, start * DAY
 
 
-def _past_n(m: re.Match, now: datetime) -> tuple[float, float]:
+def _past_n(m: re.Match, now: Now) -> tuple[float, float]:
     count = NUMBERS.get(m[1]) or int(m[1])
-    return now.timestamp() - count * UNITS[m[2]], now.timestamp()
+    return now.at - count * UNITS[m[2]], now.at
 
 
-def _weekday(m: re.Match, now: datetime) -> tuple[float, float]:
+def _weekday(m: re.Match, now: Now) -> tuple[float, float]:
     """"last Saturday", "on Saturday": the latest such day before today."""
-    back = (now.weekday() - WEEKDAYS.index(m[1])) % 7 or 7
-    return day_span(now - timedelta(days=back))
+    back = (weekday(now.day) - WEEKDAYS.index(m[1])) % 7 or 7
+    return day_span(now.day - back)
 
 
-def _month(m: re.Match, now: datetime) -> tuple[float, float]:
+def _month(m: re.Match, now: Now) -> tuple[float, float]:
     month = month_number(m[1])
     year = int(m[2]) if m[2] else recent_month(month, now)
     return month_span(year, month)
 
 
-def _day_month(m: re.Match, now: datetime) -> tuple[float, float] | None:
+def _day_month(m: re.Match, now: Now) -> tuple[float, float] | None:
     day, month = int(m[1]), month_number(m[2])
     return _on(day, month, m[3], now)
 
 
-def _month_day(m: re.Match, now: datetime) -> tuple[float, float] | None:
+def _month_day(m: re.Match, now: Now) -> tuple[float, float] | None:
     month, day = month_number(m[1]), int(m[2])
     return _on(day, month, m[3], now)
 
 
-def _on(day: int, month: int, year: str | None, now: datetime) -> tuple[float, float] | None:
-    moment = safe_date(int(year) if year else recent_month(month, now), month, day)
-    return day_span(moment) if moment else None
+def _on(day: int, month: int, year: str | None, now: Now) -> tuple[float, float] | None:
+    found = date_day(int(year) if year else recent_month(month, now), month, day)
+    return None if found is None else day_span(found)
 
 
-def _iso_day(m: re.Match, now: datetime) -> tuple[float, float] | None:
-    moment = safe_date(int(m[1]), int(m[2]), int(m[3]))
-    return day_span(moment) if moment else None
-
-
-def _year(m: re.Match, now: datetime) -> tuple[float, float]:
+def _iso_day(m: re.Match, now: Now) -> tuple[float, float] | None:
     year = int(m[1])
-    return (datetime(year, 1, 1, tzinfo=UTC).timestamp(),
-            datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
+    found = date_day(year, int(m[2]), int(m[3])) if year >= 1 else None  # no year 0
+    return None if found is None else day_span(found)
+
+
+def _year(m: re.Match, now: Now) -> tuple[float, float]:
+    return year_span(int(m[1]))
 
 
 WINDOWS = [
@@ -201,10 +255,10 @@ LEAD = re.compile(r"(since|after|before|until|by)\b")
 
 
 def read_time(query: str, as_of: float) -> When:
-    """The time words of ``query`` asked at ``as_of`` (unix seconds): the first window
-    expression, and the order asked for. When() when there are none."""
-    text = query.lower()
-    now = datetime.fromtimestamp(as_of, UTC)
+    """The time words of ``query`` asked at ``as_of`` (unix seconds, finite): the first
+    window expression, and the order asked for. When() when there are none."""
+    text = lower_in_place(query)
+    now = Now.of(held(as_of))
     found, lo, hi = [], None, None
     for pattern, span in WINDOWS:
         match = pattern.search(text)
@@ -213,7 +267,7 @@ def read_time(query: str, as_of: float) -> When:
         window = span(match, now)
         if window is None:
             continue
-        lo, hi = window
+        lo, hi = held(window[0]), held(window[1])
         lead = OPEN.search(text[:match.start()]) or LEAD.match(match[0])
         if lead is not None and lead[1] in ("since", "after"):
             hi = None
@@ -230,6 +284,20 @@ def read_time(query: str, as_of: float) -> When:
         order = "latest"
         found.append(query[latest.start():latest.end()])
     return When(words=", ".join(found), lo=lo, hi=hi, order=order)
+
+
+def lower_in_place(query: str) -> str:
+    """``query`` in lower case, each character at its own offset: a character whose lower
+    case is longer than one (only U+0130 "İ") is kept as it is."""
+    text = query.lower()
+    if len(text) == len(query):  # lower() never shortens: every character mapped to one
+        return text
+    return "".join(c if len(low := c.lower()) != 1 else low for c in query)
+
+
+def held(seconds: float) -> float:
+    """A point held inside what ISO-8601 can show (FIRST_SECOND..LAST_SECOND)."""
+    return min(max(seconds, FIRST_SECOND), LAST_SECOND)
 
 
 def closeness(at: float, when: When) -> float:

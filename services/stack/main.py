@@ -115,6 +115,20 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def header(settings: Settings) -> str:
+    """The header `claude mcp add` needs with auth on: a reference to the token, never the
+    token (the banner goes to a terminal or a log file)."""
+    if settings.mcp_token:
+        token = "$ZAPOMNI_MCP_TOKEN"
+    elif settings.mcp_tokens:
+        token = "<a token of ZAPOMNI_MCP_TOKENS>"
+    elif settings.mcp_jwt:
+        token = "<a JWT of your identity provider>"
+    else:
+        return ""
+    return f' --header "Authorization: Bearer {token}"'
+
+
 def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
            metrics_port: int) -> str:
     mcp_url = f"http://{settings.mcp_host}:{settings.mcp_port}/mcp"
@@ -139,7 +153,7 @@ def banner(settings: Settings, workers: int, data_dir: Path, log_dir: Path,
         f"  data                   {data_dir}",
         f"  logs                   {log_dir}",
         "",
-        "Claude Code:   claude mcp add --transport http zapomni " + mcp_url,
+        "Claude Code:   claude mcp add --transport http zapomni " + mcp_url + header(settings),
         "Claude Desktop (claude_desktop_config.json; stdio front against this stack):",
         json.dumps(desktop, indent=2),
         "",

@@ -207,3 +207,4 @@ class ContextRequest(Base):
     memories: Annotated[int, Meta(ge=0, le=50)] = 8
     filters: SearchFilters = SearchFilters()  # which memories may be shown (not the history)
     as_of: float | None = None  # SearchRequest.as_of
+    show_ids: bool = False  # the prompt names each memory's id (~30 tokens each)

@@ -23,6 +23,9 @@ import re
 from typing import Any
 
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# the JSON-RPC error code of the front's HTTP 401 (services/mcp/http.py): a token missing or
+# not accepted, told apart by clients (the CLI says which flag to pass) from other errors
+UNAUTHORIZED_CODE = -32003
 
 
 class ZapomniError(Exception):

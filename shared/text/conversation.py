@@ -89,7 +89,7 @@ def decode_history(thread: Any, namespace: Any, limit: Any, before: Any) -> Hist
 
 def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
                    history_turns: Any, memories: Any, filters: Any = None,
-                   as_of: Any = None) -> ContextRequest:
+                   as_of: Any = None, show_ids: Any = None) -> ContextRequest:
     """build_context's arguments -> ContextRequest (the query stripped, as search's is)."""
     if isinstance(query, str):
         query = query.strip()
@@ -100,7 +100,7 @@ def decode_context(query: Any, thread: Any, namespace: Any, token_budget: Any,
             "thread": None if thread is None else check_thread(thread),
             "as_of": None if as_of is None else point_in_time(as_of, "as_of")}
     for name, value in (("token_budget", token_budget), ("history_turns", history_turns),
-                        ("memories", memories)):
+                        ("memories", memories), ("show_ids", show_ids)):
         if value is not None:
             data[name] = value
     return msgspec.structs.replace(convert(data, ContextRequest),

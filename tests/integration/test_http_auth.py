@@ -12,6 +12,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.server.auth.providers.jwt import RSAKeyPair
 from joserfc import jwk
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -24,6 +25,18 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {"accept": "application/json, text/event-stream"}
+SEND = "send the header 'Authorization: Bearer TOKEN' with the shared token (ZAPOMNI_MCP_TOKEN)"
+MISSING = f"unauthorized: this server needs a bearer token; {SEND}"
+WRONG = f"unauthorized: this server does not accept the bearer token sent; {SEND}"
+NOT_BEARER = f"unauthorized: this server found no bearer token in the Authorization header; {SEND}"
+
+
+async def refusal(url: str, token: str | None) -> str:
+    """What fastmcp's client raises when it connects with ``token``."""
+    with pytest.raises(MCPError) as refused:
+        async with Client(url, auth=token):
+            pass
+    return str(refused.value)
 
 
 async def test_a_token_is_required_when_configured(settings, query_service):
@@ -35,13 +48,56 @@ async def test_a_token_is_required_when_configured(settings, query_service):
             anonymous = await http.post(url, json=INITIALIZE, headers=HEADERS)
             wrong = await http.post(url, json=INITIALIZE,
                                     headers={**HEADERS, "authorization": "Bearer wrong"})
+            basic = await http.post(url, json=INITIALIZE,
+                                    headers={**HEADERS, "authorization": "Basic dTpw"})
+            metrics = await http.get(f"{server.url}/metrics")
+            metrics_wrong = await http.get(f"{server.url}/metrics",
+                                           headers={"authorization": "Bearer wrong"})
+            metrics_right = await http.get(f"{server.url}/metrics",
+                                           headers={"authorization": f"Bearer {token}"})
             health = await http.get(f"{server.url}/healthz")
-        assert anonymous.status_code == wrong.status_code == 401
-        assert anonymous.headers["www-authenticate"].startswith("Bearer")
-        assert health.status_code == 200  # liveness stays public
+            discovery = await http.get(f"{server.url}/.well-known/oauth-protected-resource")
+        told = {"missing": await refusal(url, None), "wrong": await refusal(url, "wrong")}
         async with Client(url, auth=token) as client:
             stats = await answer(client, "get_stats", {})
-        assert stats["memories"] == 0
+    assert stats["memories"] == 0
+    # fastmcp's client shows the body's JSON-RPC error: one line saying what to send
+    assert told == {"missing": MISSING, "wrong": WRONG}
+    # a plain HTTP client reads the same line in the body and, for a token sent, the challenge
+    for response, said in ((anonymous, MISSING), (wrong, WRONG), (basic, NOT_BEARER),
+                           (metrics, MISSING), (metrics_wrong, WRONG)):
+        assert response.status_code == 401
+        assert response.json()["error"]["message"] == said
+        assert response.json()["error"]["code"] == -32003
+    assert anonymous.headers["www-authenticate"] == basic.headers["www-authenticate"] == \
+        'Bearer realm="zapomni"'  # RFC 6750 3.1: no error attribute without a bearer token
+    assert wrong.headers["www-authenticate"] == (
+        f'Bearer realm="zapomni", error="invalid_token", error_description="{WRONG}"')
+    assert metrics_right.status_code == 200 and "zapomni_" in metrics_right.text
+    assert health.status_code == 200  # liveness stays public
+    assert discovery.status_code == 404  # no OAuth here: discovery finds none, no challenge
+
+
+async def test_each_kind_of_token_is_named_in_the_refusal(settings, query_service):
+    """The refusal names the settings of the tokens this server takes, never a token."""
+    scoped = msgspec.structs.replace(settings, mcp_tokens=json.dumps(
+        {"s" * 32: {"namespaces": ["team-a"]}}))
+    everything = msgspec.structs.replace(
+        scoped, mcp_token="t" * 32, mcp_jwt_public_key=RSAKeyPair.generate().public_key,
+        mcp_jwt_issuer="https://id.example.com", mcp_jwt_audience="zapomni")
+    told = {}
+    for name, configured in (("scoped", scoped), ("everything", everything)):
+        with ThreadedServer(http_app(configured)) as server:
+            told[name] = await refusal(f"{server.url}/mcp", "wrong")
+    assert told["scoped"] == ("unauthorized: this server does not accept the bearer token "
+                              "sent; send the header 'Authorization: Bearer TOKEN' with a "
+                              "scoped token (ZAPOMNI_MCP_TOKENS)")
+    assert told["everything"] == (
+        "unauthorized: this server does not accept the bearer token sent; send the header "
+        "'Authorization: Bearer TOKEN' with the shared token (ZAPOMNI_MCP_TOKEN) or a scoped "
+        "token (ZAPOMNI_MCP_TOKENS) or an unexpired JWT of the identity provider "
+        "(ZAPOMNI_MCP_JWT_ISSUER) for this server's audience (ZAPOMNI_MCP_JWT_AUDIENCE)")
+    assert "s" * 32 not in told["everything"] and "t" * 32 not in told["everything"]
 
 
 def jwks_app(*providers: tuple[str, RSAKeyPair]) -> Starlette:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,12 @@ from tests.support.mcp import call
 from tests.support.servers import ThreadedServer
 from tests.support.waiting import eventually
 from tests.support.workers import worker_processes
+from zapomni.services.cli.ingest import Tally, follow
+from zapomni.services.cli.progress import Progress
 from zapomni.services.mcp.http import http_app
 from zapomni.services.stack.main import main
+from zapomni.shared.protocol.task_records import TaskRecord
+from zapomni.shared.tasks import tasks
 
 TREE = Path(__file__).parent.parent / "data" / "files"
 
@@ -171,6 +176,61 @@ async def test_ingest_says_what_it_waits_for(tmp_path, settings, query_service, 
             code, out, _ = await running
     assert code == 0 and out.startswith("added 1,")
     assert "zapomni: ingest: 1 / 1 task embedded and written" in "".join(seen) + _
+
+
+async def test_a_file_whose_text_another_holds_is_one_memory_and_says_so(tmp_path, front_url,
+                                                                         capsys):
+    """Two files of one run with the same text: one memory, one task followed; the progress
+    and the summary say which file holds the other's text (not "N queued", then N-1)."""
+    root = tmp_path / "copies"
+    root.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (root / name).write_text("The puffin returns in April.")
+    (root / "c.txt").write_text("The gannet dives from thirty metres.")
+    code, out, err = await zapomni_ingest(capsys, str(root), "--mcp-url", front_url)
+    assert code == 0, out
+    assert out.splitlines() == [
+        "added 2, unchanged 0, replaced 0, pruned 0, skipped 1, failed 0",
+        "  skipped copies/b.txt: the same text as copies/a.txt: one memory holds both"]
+    assert "3 files read, " in err and \
+        "(2 tasks queued; 1 file holds the text of another)" in err
+    assert "zapomni: ingest: 2 / 2 tasks embedded and written" in err
+    (root / "d.txt").write_text("The gannet dives from thirty metres.")  # another run
+    code, out, _ = await zapomni_ingest(capsys, str(root), "--mcp-url", front_url)
+    assert out.splitlines() == [
+        "added 0, unchanged 2, replaced 0, pruned 0, skipped 2, failed 0",
+        "  skipped copies/b.txt: the same text as copies/a.txt: one memory holds both",
+        "  skipped copies/d.txt: the same text as copies/c.txt: one memory holds both"]
+
+
+async def test_the_count_moves_with_tasks_that_end_behind_one_that_waits(front_url, settings,
+                                                                         aredis):
+    """The oldest task waits (its record says a retry is coming); a task behind it ends:
+    the count says so at once, and the note is the waiting task's words."""
+    async with Client(front_url) as client:
+        added = await call(client, "add_memory", text="The kittiwake nests on the cliff.")
+
+        async def state() -> str:
+            return (await call(client, "graph_status", task_id=added["task_id"]))["state"]
+        await eventually(state, lambda s: s == "done", "the memory written", timeout=300)
+        waiting = TaskRecord(task_id="task_" + "1" * 32, kind="ingest", namespace="default",
+                             created_at=time.time())
+        await tasks.create_task(aredis, waiting, ttl=3600)
+        said = "waiting: the job ran over its time limit; attempt 1 of 8, retrying in 4s"
+        await tasks.move(aredis, waiting.task_id, "running", ttl=3600, message=said)
+        tally = Tally(tasks={waiting.task_id: "slow.txt", added["task_id"]: "kittiwake.txt"})
+        progress = Progress("ingest", 2, ("task", "tasks"), quiet=True)
+        following = asyncio.create_task(follow(client, tally, progress))
+        try:
+            async def shown() -> tuple[int, str]:
+                return progress.done, progress.note
+            assert await eventually(shown, lambda seen: seen[0] == 1,
+                                    "the task behind the waiting one counted") == (1, said)
+            await tasks.move(aredis, waiting.task_id, "done", ttl=3600, message="")
+            await asyncio.wait_for(following, 60)
+        finally:
+            following.cancel()
+    assert (tally.ended, tally.failed) == (2, [])
 
 
 def test_a_front_that_is_not_there_is_one_clear_line(tree):

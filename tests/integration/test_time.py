@@ -70,6 +70,13 @@ async def test_every_point_in_time_takes_iso_or_unix_seconds(client):
          "as_of: expected an ISO-8601 date or datetime"),
         ({"tool": "search_memory", "query": "x", "filters": {"after": "May"}},
          "filters.after: expected an ISO-8601 date or datetime"),
+        ({"tool": "search_memory", "query": "x", "as_of": "2026-02-30"},
+         "as_of: no such day: 2026-02-30 (February 2026 has 28 days)"),
+        ({"tool": "build_context", "query": "x", "as_of": -5},
+         "as_of: -5.0 is negative; unix seconds count from 1970-01-01 and are never an offset "
+         "from now"),
+        ({"tool": "add_memory", "text": "x", "metadata": {"occurred_at": "2026-04-31"}},
+         "metadata.occurred_at: no such day: 2026-04-31 (April 2026 has 30 days)"),
     ):
         tool = arguments.pop("tool")
         assert (await error(client, tool, **arguments)).startswith(message)
@@ -202,3 +209,19 @@ async def test_a_store_of_the_shape_before_event_time_is_migrated(client, settin
     listed = await call(client, "list_memories", namespace="old")
     assert [m["memory_id"] for m in listed["memories"]] == [kept]
     assert listed["memories"][0]["occurred_at"] == listed["memories"][0]["created_at"]
+
+
+async def test_a_question_at_the_end_of_the_calendar_is_answered(client, settings):
+    """"on 9999-12-31" was a 500 (OverflowError reading the day after it, issue 45); now its
+    window is that day, shown in why.time, and "İ" before the words leaves them whole."""
+    late = await add(client, "The last lighthouse keeper retired.", occurred_at="9999-12-30")
+    await run_workers(settings)
+    hits = (await call(client, "search_memory", query="İİ what happened on 9999-12-31?",
+                       namespace="time", as_of="9999-12-30"))["results"]
+    assert hits[0]["memory_id"] == late
+    why = hits[0]["why"]["time"]
+    assert why["words"] == "9999-12-31"
+    assert why["window"] == ["9999-12-31T00:00:00Z", "9999-12-31T23:59:59Z"]
+    context = await call(client, "build_context", query="what did the keeper do in December?",
+                         namespace="time", as_of="9999-12-30")
+    assert context["memories"][0]["memory_id"] == late

@@ -104,8 +104,10 @@ async def test_a_new_text_replaces_the_old_once_it_is_searchable(settings, front
     assert {h.memory_id for h in both} == {old.memory_id, receipt.memory_id}
 
     new = await get(front, receipt.memory_id)
+    said = (await get(front, old.memory_id)).occurred_at  # the old one's event time
     assert (new.text, new.tags, new.metadata) == (NEW, ["drinks"], {
-        "thread": "chat-1", "importance": 0.7})
+        "thread": "chat-1", "importance": 0.7, "occurred_at": said.replace("+00:00", "Z")})
+    assert new.occurred_at == said  # a correction keeps when it happened (issue 51)
     versions = [(v.memory_id, v.current) for v in new.versions]
     assert versions == [(old.memory_id, False), (receipt.memory_id, True)]
     assert new.superseded_by is msgspec.UNSET

@@ -206,7 +206,8 @@ TOOLS: dict[str, dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]
                           st.integers(-5, 99), st.integers(100_001, 10**12), WRONG_TYPES)),
                       "history_turns": (st.integers(0, 100), LIMIT[1]),
                       "memories": (st.integers(0, 50), LIMIT[1]),
-                      "filters": (GOOD_FILTERS, BAD_FILTERS), "as_of": AS_OF},
+                      "filters": (GOOD_FILTERS, BAD_FILTERS), "as_of": AS_OF,
+                      "show_ids": (st.booleans(), WRONG_TYPES)},
 }
 # the tools that write (not readOnlyHint): a read-only token is refused on every one
 WRITES = {"add_memory", "add_memories", "delete_memory", "build_graph", "cancel_task",

@@ -76,6 +76,20 @@ class Stack:
         return StdioTransport(command=str(Path(sys.executable).parent / "zapomni-mcp"),
                               args=["--stdio"], env=env)
 
+    def workers(self) -> list[int]:
+        """The PIDs of the stack's worker processes (children of `zapomni up`; Linux /proc)."""
+        assert self.process is not None
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+                command = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue  # a process that ended meanwhile
+            if parent == self.process.pid and b"zapomni.workers" in command:
+                found.append(int(stat.parent.name))
+        return found
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGINT)

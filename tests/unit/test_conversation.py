@@ -125,23 +125,26 @@ def test_a_context_stays_in_its_budget_and_counts_its_own_prompt(query, said, fo
     assert not exact.truncated and exact.total_tokens == whole  # an exact fit loses nothing
     assert info.total_tokens == COUNTER.count(context.prompt) <= budget
     assert context.history == turns[len(turns) - info.history_count:]  # the newest
-    assert context.memories == memories[:info.memory_count]  # the best
-    assert info.history_count == 0 or info.memory_count == len(memories)
+    shown = {m.memory_id for m in context.memories}
+    assert context.memories == [m for m in memories if m.memory_id in shown]  # best first
     assert info.truncated is (info.history_count < len(turns)
                               or info.memory_count < len(memories))
-    lines = [f"- [{m.memory_id} | note | 2026-11-23] {one_line(m.text)}"
-             for m in context.memories]
+    lines = [f"- [23 Nov 2026] {one_line(m.text)}" for m in context.memories]
     said = [one_line(t.text) for t in context.history]
     sections = ([["## Relevant memories", *lines]] if lines else []) + (
         [["## Recent conversation", *said]] if said else [])
     assert context.prompt == "\n\n".join([*("\n".join(s) for s in sections), current])
-    # and nothing was left out that would have fitted: the next one to keep goes over
-    if info.memory_count < len(memories):
-        left = memories[info.memory_count]
-        line = f"- [{left.memory_id} | note | 2026-11-23] {one_line(left.text)}"
-        heading = 0 if lines else COUNTER.count("## Relevant memories")
-        assert info.total_tokens + heading + COUNTER.count(line) > budget
-    elif info.history_count < len(turns):
+    # and nothing was left out that would have fitted: each memory passed over was too long
+    # for what the better ones left, and the next older turn too long for the rest
+    room, used = budget - needed, 0
+    for memory in memories:
+        cost = COUNTER.count(f"- [23 Nov 2026] {one_line(memory.text)}") + (
+            0 if used else COUNTER.count("## Relevant memories"))
+        if memory.memory_id in shown:
+            used += cost
+        else:
+            assert used + cost > room
+    if info.history_count < len(turns):
         left = turns[len(turns) - info.history_count - 1]
         heading = 0 if said else COUNTER.count("## Recent conversation")
         assert info.total_tokens + heading + COUNTER.count(one_line(left.text)) > budget

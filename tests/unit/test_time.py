@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from zapomni.services.query.fusion import Candidate
-from zapomni.services.query.timeline import arrange, asked_order, pair_statements, subject_of
+from zapomni.services.query.timeline import (
+    arrange,
+    asked_order,
+    pair_statements,
+    subject_of,
+    time_terms,
+)
 from zapomni.services.query.when import DAY, When, closeness, read_time
+from zapomni.shared.protocol.answers import SignalMatch
 
 FRIDAY = datetime(2023, 5, 26, 12, 0, tzinfo=UTC).timestamp()  # as_of: Friday 26 May 2023
 
@@ -114,6 +122,50 @@ def test_a_chain_is_ordered_over_the_places_it_holds_and_marked():
     assert [c.memory_id for c in moved] == ["new", "other", "old"]
 
 
+def test_a_moved_statement_shows_the_score_it_was_ranked_by():
+    """Issue 51: "where did I live initially?" showed Kraków first with 0.755 and Gdańsk third
+    with 0.931. A statement a chain moves takes the score of the place it takes, and
+    why.currency.points says by how much."""
+    candidates = [Candidate(row=[m, f"{m}:0", m, 0.0, 0, 1], score=s)
+                  for m, s in (("new", 0.931), ("other", 0.8), ("old", 0.755))]
+    first = arrange(candidates, {"new": 0, "other": 1, "old": 2}, [["old", "new"]], "earliest")
+    assert [(c.memory_id, c.score) for c in first] == [("old", 0.931), ("other", 0.8),
+                                                        ("new", 0.755)]
+    assert first[0].why["currency"].points == pytest.approx(0.176)
+    assert first[2].why["currency"].points == pytest.approx(-0.176)
+    marked = arrange(candidates, {"new": 0, "other": 1, "old": 2}, [["old", "new"]], "")
+    assert marked[0].score == 0.931 and marked[0].why["currency"].points is msgspec.UNSET
+
+
+def test_a_chain_moves_only_where_its_wanted_statement_answers_the_question():
+    """The user's intro ("I'm a nurse and I live in Kraków") and "I moved to Gdańsk" are a
+    chain; asked about the job, the intro matches, the move does not (cosine 0.14 against
+    0.40): the move is not put first, both stay marked."""
+    def found(memory: str, score: float, cosine: float) -> Candidate:
+        return Candidate(row=[memory, f"{memory}:0", memory, 0.0, 0, 1], score=score,
+                         why={"vector": SignalMatch(rank=1, score=cosine)})
+
+    job = [found("intro", 0.62, 0.40), found("tired", 0.41, 0.26), found("move", 0.34, 0.14)]
+    firsts = {"intro": 0, "tired": 1, "move": 2}
+    kept = arrange(job, firsts, [["intro", "move"]], "latest")
+    assert [c.memory_id for c in kept] == ["intro", "tired", "move"]
+    assert kept[0].outdated_by == "move"
+    city = [found("intro", 0.95, 0.33), found("tired", 0.41, 0.26), found("move", 0.75, 0.30)]
+    moved = arrange(city, firsts, [["intro", "move"]], "latest")
+    assert [(c.memory_id, c.score) for c in moved] == [("move", 0.95), ("tired", 0.41),
+                                                       ("intro", 0.75)]
+    # a chain that gained a third statement by a looser likeness (./dev bench currency: "I
+    # work at Orbitech", "I started a new job at Northwind", then "I moved to Bergen"): what
+    # answers the question moves, the move to Bergen stays where it ranks
+    work = [found("orbitech", 0.97, 0.49), found("other", 0.8, 0.3),
+            found("northwind", 0.71, 0.31), found("bergen", 0.64, 0.21)]
+    now = arrange(work, {"orbitech": 0, "other": 1, "northwind": 2, "bergen": 3},
+                  [["orbitech", "northwind", "bergen"]], "latest")
+    assert [(c.memory_id, c.score) for c in now] == [
+        ("northwind", 0.97), ("other", 0.8), ("orbitech", 0.71), ("bergen", 0.64)]
+    assert [c.outdated_by for c in now] == ["bergen", "", "bergen", ""]  # the chain's marks
+
+
 @pytest.mark.parametrize("which", ["last", "this", "past", "the past", "previous"])
 @pytest.mark.parametrize("unit", ["week", "weekend", "month", "year"])
 def test_every_last_this_or_past_unit_is_a_window_up_to_as_of(which, unit):
@@ -122,3 +174,21 @@ def test_every_last_this_or_past_unit_is_a_window_up_to_as_of(which, unit):
     assert when.words == f"{which} {unit}"
     assert when.lo is not None and when.hi is not None
     assert when.lo < when.hi <= FRIDAY
+
+
+@pytest.mark.parametrize(("query", "timed", "alone"), [
+    ("What did I do last week?", {"last", "week"}, True),
+    ("What happened yesterday?", {"yesterday"}, True),
+    ("What did I do on Saturday?", set(), True),  # a day's name stays a word
+    ("Where did I go hiking last week?", {"last", "week"}, False),
+    ("What did Caroline paint three weeks ago?", {"three", "weeks", "ago"}, False),
+    ("Where did Caroline move from 4 years ago?", set(), False),  # years: words still
+    ("What did we see on the camping trip last year?", set(), False),
+    ("What did we eat in March 2023?", set(), False),  # March may be in the passage
+    ("What is my job now?", set(), False),  # no window
+    ("Where did I live initially?", set(), False),
+])
+def test_the_words_of_a_relative_window_are_the_questions_time(query, timed, alone):
+    """Issue 51: "week" of "What did I do last week?" matched "for a week in July" first; a
+    question that says nothing but its time is asked about its window."""
+    assert time_terms(query, read_time(query, FRIDAY)) == (frozenset(timed), alone)

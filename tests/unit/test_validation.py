@@ -204,6 +204,41 @@ def test_a_unix_expiry_is_a_point_in_time_not_seconds_from_now():
     assert memory_fields({"occurred_at": "2023-05-04"})["occurred_at"] == 1683158400.0
 
 
+@pytest.mark.parametrize(("given", "message"), [
+    ("2026-02-30", "as_of: no such day: 2026-02-30 (February 2026 has 28 days)"),
+    ("2024-02-30T10:00:00Z", "as_of: no such day: 2024-02-30 (February 2024 has 29 days)"),
+    ("2026-04-31", "as_of: no such day: 2026-04-31 (April 2026 has 30 days)"),
+    ("20260230", "as_of: no such day: 20260230 (February 2026 has 28 days)"),
+    ("2026-13-01", "as_of: no such month: 2026-13-01 (months are 01-12)"),
+    ("0000-01-01", "as_of: no year 0: 0000-01-01 (the years are 0001-9999)"),
+    ("2026-01-31T24:00:00Z", "as_of: no such time of day: 2026-01-31T24:00:00 (hours are "
+     "00-23, minutes and seconds 00-59)"),
+    ("2026-01-31 12:61", "as_of: no such time of day: 2026-01-31 12:61 (hours are 00-23, "
+     "minutes and seconds 00-59)"),
+    ("31/01/2026", "as_of: expected an ISO-8601 date or datetime such as 2026-01-31 or "
+     "2026-01-31T18:00:00Z, or unix seconds such as 1790000000; got a string that is not "
+     "ISO-8601"),
+    (-5, "as_of: -5 is negative; unix seconds count from 1970-01-01 and are never an offset "
+     "from now: give the point in time, as ISO-8601 (such as 1969-07-20) for one before 1970"),
+    (-0.5, "as_of: -0.5 is negative; unix seconds count from 1970-01-01"),
+])
+def test_a_point_in_time_that_names_no_day_or_is_negative_is_told_so(given, message):
+    """The form is right but the day, month or hour does not exist: said so, not "not
+    ISO-8601"; a negative number is no time since 1970 and no offset from now."""
+    assert error_of(decode_search, "q", 5, None, None, None, None, None, given).startswith(message)
+    assert error_of(decode_search, "q", 5, {"after": given}, None).startswith(
+        message.replace("as_of", "filters.after"))
+    with pytest.raises(InvalidInput) as refused:
+        decode_add_memory("a fact", {"occurred_at": given}, None)
+    assert refused.value.message.startswith(message.replace("as_of", "metadata.occurred_at"))
+
+
+def test_a_real_day_and_1970_itself_are_taken():
+    assert decode_search("q", 5, None, None, as_of="2024-02-29").as_of == 1709164800.0
+    assert decode_search("q", 5, None, None, as_of=0).as_of == 0.0
+    assert decode_search("q", 5, None, None, as_of="1969-07-20").as_of == -14256000.0
+
+
 @pytest.mark.parametrize(("meta", "message"), [
     ({"importance": 1.5}, "metadata.importance: expected a number from 0 to 1, got 1.5"),
     ({"importance": True}, "metadata.importance: expected a number from 0 to 1, got true"),
