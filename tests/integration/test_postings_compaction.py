@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
+import string
 import uuid
 
 import hypothesis.strategies as st
@@ -182,6 +184,60 @@ def test_the_postings_equal_a_recount_after_any_mix_of_writes(settings, monkeypa
         asyncio.run(play(settings, ops))
 
     sequence()
+
+
+async def test_a_pass_goes_a_page_at_a_time_and_searches_stay_right_between(settings,
+                                                                           monkeypatch):
+    """A pass over a vocabulary larger than a page (600 terms holding junk; the hash's HSCAN
+    pages it) rewrites a bounded number of terms a step; writes and deletes land between its
+    steps, and after each step the counts equal a recount and the pool is BM25 over the
+    chunks the graph holds. Once it and the next pass end, each term is as a fresh ingest."""
+    monkeypatch.setattr(compaction, "PAGE_TERMS", 50)
+    rng = random.Random(45)
+    vocabulary = ["".join(rng.choice(string.ascii_lowercase) for _ in range(9))
+                  for _ in range(600)]
+    store = GraphStore(settings)
+    graph = store.graph("p")
+    keys = postings.prefix(graph.key)
+    token = uuid.uuid4().hex
+    try:
+        await support.prepare(graph)
+        jobs = [job_of("p", " ".join(vocabulary[i: i + 6]) + f" heron {i}")
+                for i in range(0, 600, 3)]
+        await add(graph, jobs)
+        for job in jobs[::2]:
+            await delete(graph, job.memory_id)
+        live = jobs[1::2]
+        assert await graph.raw.hlen(keys + "junk") > 300
+        await graph.raw.set(keys + "lock", token)
+        assert await compaction.step(graph, token, force=True) == "began"
+        scans, at = 0, 0
+        while True:
+            before = await graph.raw.hlen(keys + "junk")
+            if (state := await compaction.step(graph, token)) != "scanned":
+                break
+            scans += 1
+            rewritten = before - await graph.raw.hlen(keys + "junk")
+            assert rewritten <= 2 * compaction.PAGE_TERMS, rewritten  # a step's bound
+            # a write and a delete between two steps of the pass
+            new = job_of("p", f"{vocabulary[at]} {vocabulary[-1 - at]} otter {at}")
+            await add_one(graph, new)
+            await delete(graph, live.pop(at % len(live)).memory_id)
+            live.append(new)
+            at += 1
+            assert await counted(graph) == await recount(graph)
+            for query in (f"{vocabulary[at]} heron", f"{vocabulary[300 + at]} otter"):
+                await support.pool_is_bm25(graph, query, 10)
+        assert scans >= 5, scans  # 600 terms in pages of ~50, not in one read
+        while state != "ended":
+            state = await compaction.step(graph, token)
+        while await compaction.step(graph, token, force=True) != "ended":
+            pass
+        assert await support.held_records(graph) == await support.fresh_records(graph)
+        assert await counted(graph) == await recount(graph)
+        await support.pool_is_bm25(graph, f"{vocabulary[7]} heron otter", 10)
+    finally:
+        await store.aclose()
 
 
 async def test_a_namespace_reuses_the_numbers_of_its_deleted_chunks(settings):
