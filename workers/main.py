@@ -36,6 +36,7 @@ from zapomni.workers import lease, outcome
 from zapomni.workers.access import FOLD, FOLD_SECONDS, fold_access
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 from zapomni.workers.batch import ingest_batch
+from zapomni.workers.compact import COMPACT, COMPACT_SECOND, compact_postings
 from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
 from zapomni.workers.files import ingest_files
@@ -86,7 +87,9 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
                         minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
                    cron(fold_access, name=FOLD, unique=True, run_at_startup=False,
-                        second=set(range(0, 60, FOLD_SECONDS)))],
+                        second=set(range(0, 60, FOLD_SECONDS))),
+                   cron(compact_postings, name=COMPACT, unique=True, run_at_startup=False,
+                        second=COMPACT_SECOND)],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=capacity.QUEUE_NAME,
         job_serializer=serialize,
