@@ -8,7 +8,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import sys
 
 from arq.cron import cron
@@ -18,7 +17,7 @@ from prometheus_client import start_http_server
 from zapomni.shared.embedding import checksums
 from zapomni.shared.logs import configure_logging
 from zapomni.shared.settings import Settings
-from zapomni.shared.tasks import capacity, heartbeat
+from zapomni.shared.tasks import capacity
 from zapomni.shared.tasks.queue import (
     BUILD_GRAPH,
     DELETE,
@@ -37,10 +36,12 @@ from zapomni.workers import lease, outcome
 from zapomni.workers.access import FOLD, FOLD_SECONDS, fold_access
 from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
 from zapomni.workers.batch import ingest_batch
+from zapomni.workers.compact import COMPACT, COMPACT_SECOND, compact_postings
 from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
 from zapomni.workers.files import ingest_files
 from zapomni.workers.graph import build_graph, graph_part
+from zapomni.workers.health import alive_here
 from zapomni.workers.ingest import embed_part
 from zapomni.workers.lease import job_started, start_leases
 from zapomni.workers.moves import import_batch
@@ -86,7 +87,9 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
                         minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
                    cron(fold_access, name=FOLD, unique=True, run_at_startup=False,
-                        second=set(range(0, 60, FOLD_SECONDS)))],
+                        second=set(range(0, 60, FOLD_SECONDS))),
+                   cron(compact_postings, name=COMPACT, unique=True, run_at_startup=False,
+                        second=COMPACT_SECOND)],
         redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=capacity.QUEUE_NAME,
         job_serializer=serialize,
@@ -115,16 +118,6 @@ async def startup(ctx: dict, settings: Settings,
                   test_hook: TestHook | None = None) -> None:
     await open_resources(ctx, settings, test_hook)
     start_leases(resources(ctx))
-
-
-async def alive_here(settings: Settings) -> bool:
-    """A worker on this host has a live heartbeat (for container health checks)."""
-    redis = connect_queue(settings)
-    try:
-        here = f"{socket.gethostname()}-"
-        return any(i.startswith(here) for i in await heartbeat.alive_ids(redis))
-    finally:
-        await redis.aclose()
 
 
 async def release_job(ctx: dict) -> None:

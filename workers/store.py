@@ -82,15 +82,26 @@ async def write_chunks(graph: AsyncGraph, memory_id: str, chunks: list[ChunkSpan
                        vectors: np.ndarray, prop: str = "embedding") -> None:
     """``prop``: the chunk property the embedder's vectors go to (shared/store/cypher_moves.py)."""
     rows, counted = chunk_rows(memory_id, chunks, vectors)
-    await run(graph, cypher_moves.MERGE_CHUNKS[prop], {"memory_id": memory_id, "rows": rows},
-              "chunks")
-    await index_words(graph, counted)
+    await indexed(graph, counted, cypher_moves.MERGE_CHUNKS[prop],
+                  {"memory_id": memory_id, "rows": rows})
+
+
+async def indexed(graph: AsyncGraph, counted: list[postings.Counted], merge: str,
+                  params: dict) -> None:
+    """Run ``merge`` (it returns the ids of the chunks it wrote) between numbering the chunks'
+    keyword postings and settling them: those it did not write (their memory was deleted
+    while the text was embedded) are forgotten (shared/store/postings.py)."""
+    with FALKORDB_WRITE_SECONDS.labels("postings").time():
+        claims = await postings.write_postings(graph, counted)
+    written = await run(graph, merge, params, "chunks")
+    with FALKORDB_WRITE_SECONDS.labels("postings").time():
+        await postings.settle(graph, claims, {row[0] for row in written})
 
 
 async def index_words(graph: AsyncGraph, counted: list[postings.Counted]) -> None:
-    """The keyword signal's postings of chunks just written (shared/store/postings.py)."""
+    """The keyword signal's postings of chunks the graph holds already (an import's)."""
     with FALKORDB_WRITE_SECONDS.labels("postings").time():
-        await postings.write_postings(graph, counted)
+        await postings.index_written(graph, counted)
 
 
 def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray
@@ -132,8 +143,7 @@ async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[Ch
         rows += [{**row, "memory_id": memory_id} for row in mine]
         counted += words
         at += len(chunks)
-    await run(graph, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows}, "chunks")
-    await index_words(graph, counted)
+    await indexed(graph, counted, cypher_batch.MERGE_CHUNKS[prop], {"rows": rows})
     await link_pairs(graph, [[chunk_id(m, i), chunk_id(m, i + 1)] for m, chunks in members
                              for i in range(len(chunks) - 1)])
 
@@ -245,7 +255,7 @@ async def _delete_chunks(graph: AsyncGraph, read: str, delete: str, params: dict
         done = await run(graph, delete, {**params, "ids": [row[0] for row in rows]}, "delete")
         if not done or not int(done[0][0]):
             # the memory is no longer this delete's (a newer ingest took it): its chunks stay
-            await postings.write_postings(graph, postings.counts_of(
+            await postings.index_written(graph, postings.counts_of(
                 [(chunk_id, text) for chunk_id, text in rows]))
             return removed
         removed += int(done[0][0])

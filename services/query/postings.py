@@ -26,6 +26,9 @@ from zapomni.shared.text.words import stem
 # lookups of the next best chunks when some were not visible (expired, replaced, still
 # landing, or deleted since the dead numbers were read) and left the pool short
 ROUNDS = 8
+# reads of the pool, at most, while the compaction frees numbers (it moves its epoch once a
+# batch of numbers, a few times a pass: a search overlaps one rarely, two almost never)
+READS = 3
 
 
 class Scored:
@@ -99,9 +102,21 @@ async def keyword_pool(graph: AsyncGraph, weighted: list[list[Any]], pool: int,
                        params: dict[str, Any]) -> list[list[Any]]:
     """The first ``pool`` visible chunks by BM25 over the ``weighted`` [word, idf] pairs (one
     word a stem), as KEYWORD_POOL returns its rows: memory id, chunk id, text, score,
-    offsets, the words matched, the stored word count."""
+    offsets, the words matched, the stored word count. Read again when the compaction freed
+    numbers while it read (one may have gone to another chunk: shared/store/postings.py)."""
+    for _ in range(READS - 1):
+        rows = await pool_once(graph, weighted, pool, params)
+        if rows is not None:
+            return rows
+    return await pool_once(graph, weighted, pool, params, settled=False) or []
+
+
+async def pool_once(graph: AsyncGraph, weighted: list[list[Any]], pool: int,
+                    params: dict[str, Any], settled: bool = True) -> list[list[Any]] | None:
+    """keyword_pool's rows, or None if the compaction's epoch moved while they were read
+    (``settled``; else the rows anyway)."""
     stems = [stem(word) for word, _ in weighted]
-    arrays, average, dead = await postings.read_terms(graph, stems)
+    arrays, average, dead, epoch = await postings.read_terms(graph, stems)
     scored = score([weight for _, weight in weighted], arrays, average, dead)
     out: list[list[Any]] = []
     seen: set[str] = set()
@@ -111,7 +126,9 @@ async def keyword_pool(graph: AsyncGraph, weighted: list[list[Any]], pool: int,
         if not len(at):
             break
         read += len(at)
-        chunks = await postings.live_chunks(graph, scored.seqs[at].tolist())
+        chunks, now = await postings.live_chunks(graph, scored.seqs[at].tolist())
+        if settled and now != epoch:
+            return None
         rows = await run_cells(graph, cypher_search.KEYWORD_POOL_ROWS, {
             "ids": [chunk for chunk in chunks if chunk], "now": params["now"],
             "superseded": params["superseded"]})

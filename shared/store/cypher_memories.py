@@ -33,6 +33,8 @@ LINK_TURN_AFTER = """
 MATCH (m:Memory {id: $id}) MATCH (n:Memory {after: $id}) MERGE (m)-[:THEN]->(n)
 """
 
+# the ids of the chunks written: none when the memory is gone (deleted while its text was
+# embedded; the keyword postings forget what they numbered: workers/store.py)
 MERGE_CHUNKS = """
 MATCH (m:Memory {id: $memory_id})
 UNWIND $rows AS r
@@ -41,6 +43,16 @@ SET c.memory_id = $memory_id, c.idx = r.idx, c.text = r.text, c.char_start = r.c
     c.char_end = r.char_end, c.tokens = r.tokens, c.words = r.words,
     c.start_line = r.start_line, c.end_line = r.end_line, c.embedding = vecf32(r.vec)
 MERGE (m)-[:HAS_CHUNK]->(c)
+RETURN c.id
+"""
+
+# claims of chunks whose writer did not settle them (shared/store/compaction.py, reconcile):
+# is each chunk there, is its memory
+PENDING_WRITTEN = """
+UNWIND $rows AS r
+OPTIONAL MATCH (c:Chunk {id: r.chunk})
+OPTIONAL MATCH (m:Memory {id: r.memory})
+RETURN r.chunk, c IS NOT NULL, m IS NOT NULL
 """
 
 LINK_CHUNKS = """

@@ -22,6 +22,9 @@ Versions:
   5  the keyword signal's postings of every chunk, kept in Redis beside the graph
      (shared/store/postings.py): a Python step, a page of node ids at a time; the write
      stamp dropped (nothing reads it)
+  6  the postings compacted (shared/store/compaction.py): the terms written before count as
+     holding junk once, so the first pass reads each, and its totals are counted (a Python
+     step; the passes run in the background, workers/compact.py)
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import redis.exceptions
 
 from zapomni.shared.protocol.errors import StoreError
-from zapomni.shared.store import cypher_moves, cypher_schema, postings
+from zapomni.shared.store import compaction, cypher_moves, cypher_schema, postings
 from zapomni.shared.store.graphstore import (
     GRAPH_PREFIX,
     HNSW,
@@ -47,7 +50,7 @@ from zapomni.shared.store.graphstore import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BATCH = 5000  # memories a step changes per statement
 # the steps that reach each version, each run until it changes fewer than BATCH
 # (a function: a step that needs more than Cypher, run once with the graph)
@@ -55,7 +58,8 @@ STEPS: dict[int, tuple[str | Callable[[Graph], Awaitable[int]], ...]] = {
     2: (cypher_schema.MIGRATE_EVENT_TIME, cypher_schema.MIGRATE_VERSIONS_MARK),
     3: (cypher_schema.MIGRATE_ENTITY_TYPES,),
     4: (cypher_schema.MIGRATE_MARKS,),
-    5: (postings.backfill, cypher_schema.MIGRATE_DROP_STAMP)}
+    5: (postings.backfill, cypher_schema.MIGRATE_DROP_STAMP),
+    6: (compaction.seed,)}
 # a step whose statement writes what FalkorDB indexes again (every chunk's vector and text)
 # holds the graph's write lock longer a row: version 4's marks moved 2.2 ms a chunk at 10k
 # chunks (scratch run of write_cost's fill, 2026-11-27), so 5,000 a statement held it 11 s;

@@ -10,7 +10,8 @@ Chunk numbers up to 1M, each term's sorted (as the workers append them); counts 
 40-140 words. Prints p50 / p95 ms per size.
 
 And the write side: ``--write`` chunks of real text (this Python's standard library source,
-1,500 characters a chunk) numbered, counted and appended by the workers' write_postings in
+1,500 characters a chunk) numbered, counted, appended and settled (postings.index_written: the
+workers' write_postings and settle) in
 batches of 23 (a document's chunks), the CPU per chunk of this process (the worker's side:
 splitting, stemming, building and sending) and of the server (/proc), after a first pass
 that fills the stem cache. Not part of the test suite.
@@ -32,7 +33,7 @@ from zapomni.services.query import postings as pool
 from zapomni.services.stack.falkordb import cpu_seconds
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.graphstore import GraphStore
-from zapomni.shared.store.postings import RECORD, counts_of, write_postings
+from zapomni.shared.store.postings import RECORD, counts_of, index_written
 
 CHUNKS = 1_000_000
 
@@ -83,7 +84,7 @@ async def write_cost(url: str, count: int) -> tuple[float, float]:
             for start in range(0, len(texts), 23):
                 batch = [(f"mem_{rnd:032x}:{start + i}", text)
                          for i, text in enumerate(texts[start : start + 23])]
-                await write_postings(graph, counts_of(batch))
+                await index_written(graph, counts_of(batch))
             mine, theirs = time.process_time() - mine, cpu_seconds(server) - theirs
     finally:
         await store.aclose()

@@ -179,9 +179,9 @@ class Reads:
         plain = self.plain
 
         async def counted(graph, terms):
-            arrays, average, dead = await plain(graph, terms)
+            arrays, *rest = await plain(graph, terms)
             self.postings += sum(len(a) for a in arrays)
-            return arrays, average, dead
+            return arrays, *rest
 
         shared_postings.read_terms = counted
         return self

@@ -104,7 +104,7 @@ async def test_the_pool_is_bm25_over_every_chunk_and_follows_writes(settings, fr
         assert counted[stem("harbour")] == 2 * 5 + 12  # two places of five animals, and 12
         # a job that writes its chunks again appends the same postings: nothing counts twice
         rows = await run(graph, "MATCH (c:Chunk) RETURN c.id, c.text", read_only=True)
-        await postings.write_postings(graph, postings.counts_of(rows))
+        await postings.index_written(graph, postings.counts_of(rows))
         assert await sizes(graph) == counted
         await pools_agree(graph, 20)
         # a delete forgets a chunk's counts once, however often it runs

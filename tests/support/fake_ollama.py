@@ -2,7 +2,9 @@
 Ollama client's tests. Vectors come from the in-process MiniLM model (semantic) or from a
 hash of the text (deterministic, any dimension). Latency, failures and hangs are injectable,
 and it counts requests and the most requests it had in flight at once. ``gather`` makes
-concurrency certain rather than likely: requests are held until that many are in flight."""
+concurrency certain rather than likely: requests are held until that many are in flight.
+``before_answer`` lets a test act at an exact moment of a worker's job: while it waits for
+its vectors (awaited in the server's own thread and loop, with the request's texts)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import hashlib
 import threading
 import time
+from collections.abc import Awaitable, Callable
 
 import msgspec
 import numpy as np
@@ -47,6 +50,8 @@ class FakeOllama:
         self.gather_timeout = 60.0
         self.gathered = False
         self.held = 0
+        # awaited with an embedding request's texts before it is answered (not the probe)
+        self.before_answer: Callable[[list[str]], Awaitable[None]] | None = None
         self.requests = 0
         self.texts = 0
         self.in_flight = 0
@@ -67,6 +72,8 @@ class FakeOllama:
         try:
             if self.gather and not self.gathered and body.get("input") != PROBE:
                 await self.gather_up()
+            if self.before_answer is not None and body.get("input") != PROBE:
+                await self.before_answer(list(body.get("input") or []))
             if self.hang:
                 await asyncio.sleep(3600)
             if self.latency:
