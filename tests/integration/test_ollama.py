@@ -108,7 +108,7 @@ async def test_ingest_waits_out_an_outage_and_says_why(falkordb_url, fake_ollama
 
     settings = make_settings(falkordb_url, ollama_url=fake_ollama.url)
     # no retries inside a job and a 1 s request limit: the job's own tries ride the outage out
-    monkeypatch.setattr(resources, "make_embedder", lambda s: OllamaEmbedder(
+    monkeypatch.setattr(resources, "make_embedder", lambda s, **_: OllamaEmbedder(
         s.ollama_url, s.ollama_model, retries=0, timeout=1.0))
     fake_ollama.fail_statuses = [503]
     receipt = await add_text(settings, "outage note")
