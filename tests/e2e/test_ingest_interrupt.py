@@ -24,12 +24,19 @@ ZAPOMNI = str(Path(sys.executable).parent / "zapomni")
 FILES = 12
 
 
+def at_a_terminal() -> None:
+    """SIGINT as a terminal gives it: a shell's background job (CI started with `&`) begins
+    with SIGINT ignored (POSIX), its children inherit that, and Python then installs no
+    KeyboardInterrupt; the command a user runs at a terminal has the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ingest(stack: Stack, folder: Path, err: Path) -> subprocess.Popen:
     """`zapomni ingest FOLDER` as a user runs it, its progress lines and messages in ``err``."""
     with err.open("wb") as sink:
         return subprocess.Popen([ZAPOMNI, "ingest", str(folder), "--mcp-url", stack.url],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=sink, text=True)
+                                stderr=sink, text=True, preexec_fn=at_a_terminal)
 
 
 async def following(err: Path) -> str:
@@ -110,8 +117,8 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path):
         with err.open("wb") as sink:
             started = subprocess.Popen([ZAPOMNI, "ingest", str(tmp_path), "--mcp-url", url],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=sink, env={**os.environ,
-                                                         "PYTHONPROFILEIMPORTTIME": "1"})
+                                       stderr=sink, preexec_fn=at_a_terminal,
+                                       env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
         try:
             deadline = time.monotonic() + 120
             while not re.search(r"\| +zapomni\.services\.stack\n.+\n", err.read_text()):
