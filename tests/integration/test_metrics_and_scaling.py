@@ -104,8 +104,11 @@ async def test_metrics_ask_for_the_token_when_one_is_set(settings):
 async def test_four_workers_share_one_large_document(falkordb_url, fake_ollama, aredis):
     # a worker runs one job at a time (max_jobs=1) and a part of 32 chunks makes two requests
     # of 16, so the first requests, held until three are in flight, come from two workers at
-    # once; chunks of 16 tokens: 300 chunks, 10 parts
-    fake_ollama.gather, fake_ollama.latency = 3, 0.2
+    # once; chunks of 16 tokens: 300 chunks, 10 parts. The first part is written by the job
+    # that fans the others out, alone (its two requests cannot gather three): they are let
+    # go after 5 s, well inside the embedder's 60 s request limit (at 60 s, the fake's
+    # default, each request timed out as it was let go and was tried again, held again)
+    fake_ollama.gather, fake_ollama.gather_timeout, fake_ollama.latency = 3, 5.0, 0.2
     settings = make_settings(falkordb_url, ollama_url=fake_ollama.url, chunk_tokens=16,
                              max_jobs=1)
     text = " ".join(f"Line {i}: the night bus to district {i} leaves at {i % 24}:15."
