@@ -15,8 +15,15 @@ changes any of these shapes).
    failed the job with a KeyError. A poll cut short while arq starts a job gives back the
    job slot arq took for it (arq 0.28 keeps it: a worker stopped starting jobs after
    ``max_jobs`` outages).
-2. ``Worker.in_progress_timeout_s``, the life of arq's claim on a running job, is set to our
-   lease (workers/lease.py renews it).
+2. ``Worker.in_progress_timeout_s``, the life of arq's claim on a running job, is set to a
+   lease, renewed while the job runs. arq claims a running job with the key
+   ``arq:in-progress:{job_id}``; no other worker runs the job while it lives. arq lets it
+   expire after the longest job timeout + 10 s (130 s by default), so the job of a
+   SIGKILLed worker waited that long; a lease of ``JOB_LEASE`` seconds, holding the id of
+   the worker running the job (an operator, or the chaos benchmark, can tell whose it is)
+   and renewed four times per lease by a live worker, frees it within one lease. A worker
+   whose loop stalls past the lease may see its job run twice, which is safe: jobs are
+   idempotent.
 """
 
 from __future__ import annotations
@@ -26,12 +33,17 @@ import logging
 import time
 
 import redis.exceptions
+from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
 from zapomni.shared.tasks.queue import refuses_writes
-from zapomni.workers.lease import release
+from zapomni.workers.resources import Resources, resources
 
 log = logging.getLogger(__name__)
+
+# seconds before another worker takes the job of a worker that died, instead of arq's 130 s
+# (docs/reliability.md); a live worker renews it four times per lease
+JOB_LEASE = 10
 
 # Redis down; a WATCH whose connection broke (redis-py raises WatchError "A ConnectionError
 # occurred on while watching", which arq's start_jobs lets out: both workers of the faults
@@ -100,10 +112,45 @@ class ZapomniWorker(Worker):
                         "recorded; it runs again when its lease expires", job_id)
         finally:
             del self.running_here[job_id]
-            if "res" in self.ctx:
-                release(self.ctx["res"], job_id)
+            if "res" in self.ctx:  # the job has ended here: its lease is renewed no more
+                self.ctx["res"].running.discard(job_id)
 
 
 def set_claim_seconds(worker: Worker, seconds: float) -> None:
     """How long arq's claim on a job it starts (``arq:in-progress:{job_id}``) lives."""
     worker.in_progress_timeout_s = seconds
+
+
+def lease_key(job_id: str) -> str:
+    return in_progress_key_prefix + job_id
+
+
+async def job_started(ctx: dict) -> None:
+    """arq's on_job_start: the claim arq just made becomes this worker's lease."""
+    res = resources(ctx)
+    res.running.add(ctx["job_id"])
+    await renew(res, [ctx["job_id"]])
+
+
+async def renew(res: Resources, job_ids: list[str]) -> None:
+    """Extend the leases that still exist (XX: a finished job's claim is never re-created)."""
+    if not job_ids:
+        return
+    async with res.redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.set(lease_key(job_id), res.worker_id, px=JOB_LEASE * 1000, xx=True)
+        await pipe.execute()
+
+
+def start_leases(res: Resources) -> None:
+    res.leases = asyncio.create_task(keep_leases(res), name="zapomni-worker-leases")
+
+
+async def keep_leases(res: Resources) -> None:
+    """Renew this worker's leases every quarter lease while it lives."""
+    while True:
+        await asyncio.sleep(JOB_LEASE / 4)
+        try:
+            await renew(res, list(res.running))
+        except Exception as exc:  # Redis away: the jobs retry anyway; keep trying
+            log.warning("could not renew job leases: %s", type(exc).__name__)

@@ -1,27 +1,42 @@
-"""The knowledge-graph path: plan -> (fan out) -> extract entities in batches -> write.
+"""The knowledge-graph path: plan -> (fan out) -> read entities in batches -> write.
 
 ``build_graph`` counts the chunks a graph task covers (those not yet read, or all of them on
 rebuild) and splits them into ``graph_part`` jobs of about ``PART_CHUNKS`` chunks each:
 ranges of chunk ids for the whole namespace (ids start with a hash, so equal slices of the hash
 hold about equal numbers of chunks), groups of memories for some memories. No job ever holds
 more than one batch of chunk ids. A part reads its chunks in batches of ``BATCH`` in id
-order from a cursor, reads each (code from its syntax tree: workers/code_graph.py; the rest
-with spaCy NER) and replaces what those chunks contributed in
-one statement (workers/store.py), then adds to the task's progress. A part that has worked
-for its share of the job time limit passes the rest on to a continuation job (same part, the
-cursor where it stopped), so no job runs over its limit and nothing is read twice.
+order from a cursor, reads each (code from its syntax tree, below; the rest with spaCy NER:
+workers/extract.py) and replaces what those chunks contributed in one statement
+(workers/store.py), then adds to the task's progress. A part that has worked for its share
+of the job time limit passes the rest on to a continuation job (same part, the cursor where
+it stopped), so no job runs over its limit and nothing is read twice.
 
 A rebuild rewrites batch by batch, each batch atomically, stamping each chunk with the task:
 a cancel or a crash at any moment leaves every chunk with its old or its new contribution,
 never neither, and a part that runs again skips the chunks already rewritten. A cancelled task
 stops before its next batch.
+
+The code path: the chunks of a code memory (its metadata names a language the
+chunker knows) get the symbols of their file from its syntax tree (shared/text/code_symbols.py),
+not spaCy. The file is parsed once per batch; each definition and each reference belongs to
+the chunk that holds its line (the last chunk starting at or before it), so a chunk's
+contribution is its own, replaced whole by cypher_code.REPLACE_CODE as the prose graph's is.
+
+Files arrive in any order. A reference is linked when it is written if its target exists
+(inside the statement), and kept by name in the chunk's ``code_targets`` (on its HAS_CHUNK
+edge) either way; a batch that defines names new to the namespace then rewrites the chunks
+already written that refer to them (cypher_code.PENDING, through an array index), a page at
+a time. Both steps are replacements, so running either twice ends as running it once.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import msgspec
 from falkordb.asyncio.graph import AsyncGraph
@@ -30,14 +45,17 @@ from zapomni.shared import metrics
 from zapomni.shared.protocol.ids import graph_task_id
 from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
 from zapomni.shared.protocol.task_records import TaskRecord
-from zapomni.shared.store import cypher_graph
-from zapomni.shared.store.graphstore import run
+from zapomni.shared.store import cypher_code, cypher_graph, cypher_schema
+from zapomni.shared.store.graphstore import execute, run
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph_part, queue_task
-from zapomni.workers.code_graph import code_chunks, write_code
+from zapomni.shared.text.chunking import code_language
+from zapomni.shared.text.code_symbols import name_words, read_symbols
+from zapomni.shared.text.code_tree import Definition, Symbols
+from zapomni.shared.text.entities import entity_id
 from zapomni.workers.outcome import SLICE_SECONDS, JobRun, progressed, task_job
-from zapomni.workers.resources import Resources, hook_for_tests
-from zapomni.workers.store import drop_orphans, write_entities
+from zapomni.workers.resources import Resources
+from zapomni.workers.store import EVIDENCE_KEEP, drop_orphans, write_entities
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +143,6 @@ async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str
         after = await read_batch(res, graph, job, rows)
         read += 1
         progressed()
-        # tests act here (a cancel after the k-th batch): the job, with the last chunk read
-        await hook_for_tests(res, "graph_batch", msgspec.structs.replace(job, after=after))
     done = await tasks.finish_part(res.redis, job.task_id, job.part, res.worker_id,
                                    res.task_ttl, progress=False)
     if done >= job.parts:
@@ -147,7 +163,7 @@ async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
 
 async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows: list) -> str:
     """One batch's contribution written: the symbols of its code chunks from their files'
-    syntax trees (workers/code_graph.py), NER over the others (no model loaded for a batch
+    syntax trees (below), NER over the others (no model loaded for a batch
     of code alone); the last chunk id of the batch."""
     code, prose = code_chunks(rows)
     entities = relations = 0
@@ -179,14 +195,6 @@ async def finish(res: Resources, task_id: str, namespace: str, message: str) -> 
                      message=message, error="")
 
 
-async def follow_ingest(res: Resources, ingest_task_id: str, namespace: str,
-                        memory_id: str) -> str:
-    """After an ingest: extract the new memory's entities in a graph task of its own, unless
-    the namespace has automatic extraction turned off. Idempotent (the id is derived).
-    Returns the graph task's id, or ''."""
-    return await follow_with_graph(res, ingest_task_id, namespace, [memory_id], memory_id)
-
-
 async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
                             memory_ids: list[str] | None, memory_id: str = "") -> str:
     """A graph task after a write task (``memory_ids`` None: every chunk of the namespace
@@ -200,3 +208,181 @@ async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
         created_at=time.time(), message="waiting for a worker"), BUILD_GRAPH,
         GraphJob(task_id=task_id, namespace=namespace, memory_ids=memory_ids), bounded=False)
     return task_id
+
+
+# ---- code: the symbols of a code memory's chunks, from its file's syntax tree ----
+
+MAX_TARGETS = 1024  # names one chunk refers to, kept (a 256-token chunk holds ~100)
+MAX_LINES = 32  # lines of one chunk's references to one symbol, kept on its MENTIONS
+PENDING_PAGE = 64  # chunks rewritten at a time to link the names a batch defined
+PENDING_ROUNDS = 64  # pages, at most, after one batch (64 x 64 chunks)
+# a pair's kind when one chunk records it twice: the stronger one
+KIND_ORDER = ("defines", "inherits", "calls", "imports", "uses")
+
+
+@dataclass
+class CodeMemory:
+    memory_id: str
+    symbols: Symbols
+    source: str
+    line_offset: int
+    starts: list[tuple[int, int, str]]  # (start line, chunk index, chunk id), in order
+
+
+@dataclass
+class Contribution:
+    """What some chunks contribute, as REPLACE_CODE's parameters."""
+
+    chunks: list[dict] = field(default_factory=list)
+    entities: list[dict] = field(default_factory=list)
+    mentions: list[dict] = field(default_factory=list)
+    related: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+
+def code_chunks(rows: list) -> tuple[dict[str, list[str]], list]:
+    """A graph batch's rows (chunk id, text, memory id, metadata: cypher_graph.GRAPH_BATCH)
+    split: code memory id -> its chunk ids here, and the other rows."""
+    code_memory = {row[0]: row[2] for row in rows if code_language(row[3] or "{}")}
+    code: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if row[0] in code_memory:
+            code[code_memory[row[0]]].append(row[0])
+    return dict(code), [row for row in rows if row[0] not in code_memory]
+
+
+async def write_code(graph: AsyncGraph, code: dict[str, list[str]], task_id: str
+                     ) -> tuple[int, int]:
+    """Write these chunks' symbols, then link the chunks written before that refer to the
+    names they defined first. Returns (entities, relations) created."""
+    made, defined = await replace_code(graph, code, task_id)
+    attempted: set[str] = set()
+    for _ in range(PENDING_ROUNDS):
+        if not defined:
+            break
+        rows = await run(graph, cypher_code.PENDING, {
+            "symbols": [[key, entity_id(key)] for key in sorted(defined)],
+            "limit": PENDING_PAGE + len(attempted)})
+        fresh = [row[0] for row in rows if row[0] not in attempted]
+        if not fresh:
+            break
+        attempted.update(fresh)
+        more, _ = await replace_code(graph, by_memory(fresh), task_id)
+        made = (made[0] + more[0], made[1] + more[1])
+    return made
+
+
+def by_memory(chunk_ids: list[str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for cid in chunk_ids:
+        grouped[cid.rpartition(":")[0]].append(cid)
+    return dict(grouped)
+
+
+async def replace_code(graph: AsyncGraph, code: dict[str, list[str]], task_id: str
+                       ) -> tuple[tuple[int, int], set[str]]:
+    """One statement for these chunks; ((entities, relations) created, names defined here
+    that did not exist before)."""
+    total = Contribution()
+    for memory_id, chunk_ids in code.items():
+        memory = await load_memory(graph, memory_id)
+        if memory is not None:
+            contribute(memory, set(chunk_ids), total)
+    if not total.chunks:
+        return (0, 0), set()
+    if total.entities:
+        await run(graph, cypher_schema.MARK_CODE, {})
+    keys = {row["key"] for row in total.entities}
+    existing = await run(graph, cypher_code.EXISTING, {"ids": [entity_id(k) for k in keys]})
+    before = {row[0] for row in existing}
+    result = await execute(graph, cypher_code.REPLACE_CODE, {
+        "chunks": total.chunks, "entities": total.entities, "mentions": total.mentions,
+        "related": list(total.related.values()), "now": time.time(), "task": task_id,
+        "keep": EVIDENCE_KEEP})
+    relations = int(result.result_set[0][1] or 0) if result.result_set else 0
+    return (int(result.nodes_created), relations), {
+        k for k in keys if entity_id(k) not in before}
+
+
+async def load_memory(graph: AsyncGraph, memory_id: str) -> CodeMemory | None:
+    """A code memory's symbols (its whole text parsed once) and its chunks' first lines."""
+    rows = await run(graph, cypher_code.CODE_MEMORY, {"id": memory_id})
+    if not rows or rows[0][0] is None:
+        return None
+    text, source, metadata, offset, chunks = rows[0]
+    language = code_language(metadata or "{}")
+    symbols = read_symbols(text, language, source or memory_id)
+    starts = sorted((int(line or 0), int(cid.rpartition(":")[2]), cid) for cid, line in chunks)
+    return CodeMemory(memory_id, symbols, source or "", int(offset or 0), starts)
+
+
+def owner(memory: CodeMemory, line: int) -> str:
+    """The chunk a line of the file belongs to: the last one starting at or before it
+    (lines as chunks count them, after the memory's ``line_offset``)."""
+    at = bisect.bisect_right(memory.starts, (line, 1 << 62, "")) - 1
+    return memory.starts[max(0, at)][2]
+
+
+def contribute(memory: CodeMemory, chunk_ids: set[str], into: Contribution) -> None:
+    """Add what ``chunk_ids`` of ``memory`` contribute: the definitions and references on
+    their lines."""
+    here = set(chunk_ids)
+    defined_in = {d.name: owner(memory, d.start_line + memory.line_offset)
+                  for d in memory.symbols.definitions}
+    pairs: dict[str, set[str]] = defaultdict(set)
+    for d in memory.symbols.definitions:
+        parent = d.name.rpartition(".")[0]
+        if defined_in[d.name] in here and parent in defined_in:
+            relate(into, pairs, defined_in[d.name], parent, d.name, "defines")
+    uses = refer(memory, here, into, pairs)
+    for (cid, target), lines in uses.items():
+        if defined_in.get(target) != cid:
+            into.mentions.append({"chunk": cid, "entity": entity_id(target), "count": len(lines),
+                                  "role": "uses", "type": None,
+                                  "lines": sorted(set(lines))[:MAX_LINES]})
+    for d in memory.symbols.definitions:
+        cid = defined_in[d.name]
+        if cid in here:
+            define(memory, d, cid, 1 + len(uses.get((cid, d.name), [])), into)
+    into.chunks += [{"id": cid, "pairs": sorted(pairs[cid]),
+                     "targets": sorted({t for c, t in uses if c == cid})[:MAX_TARGETS]}
+                    for cid in sorted(here)]
+
+
+def define(memory: CodeMemory, d: Definition, cid: str, count: int,
+           into: Contribution) -> None:
+    """The entity of a definition and the MENTIONS of the chunk that holds its first line."""
+    start, end = d.start_line + memory.line_offset, d.end_line + memory.line_offset
+    into.entities.append({
+        "id": entity_id(d.name), "key": d.name, "name": d.name, "type": d.kind,
+        "source": memory.source, "start_line": start, "end_line": end,
+        "words": " ".join(name_words(d.name)), "summary": d.summary, "chunk": cid})
+    into.mentions.append({"chunk": cid, "entity": entity_id(d.name), "count": count,
+                          "role": "defines", "type": d.kind, "lines": [start]})
+
+
+def refer(memory: CodeMemory, here: set[str], into: Contribution,
+          pairs: dict[str, set[str]]) -> dict[tuple[str, str], list[int]]:
+    """The references on the lines of the chunks ``here``: (chunk, target) -> their lines;
+    their pairs recorded."""
+    uses: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for ref in memory.symbols.references:
+        at = ref.line + memory.line_offset
+        cid = owner(memory, at)
+        if cid in here and ref.target != ref.source:
+            uses[(cid, ref.target)].append(at)
+            relate(into, pairs, cid, ref.source, ref.target, ref.kind)
+    return uses
+
+
+def relate(into: Contribution, pairs: dict[str, set[str]], cid: str, a: str, b: str,
+           kind: str) -> None:
+    """Chunk ``cid`` records the pair a -> b (symbols' dotted names) of this kind."""
+    ids = (entity_id(a), entity_id(b))
+    if len(pairs[cid]) >= MAX_TARGETS and f"{ids[0]} {ids[1]}" not in pairs[cid]:
+        return
+    pairs[cid].add(f"{ids[0]} {ids[1]}")
+    rel = into.related.setdefault(ids, {"a": ids[0], "b": ids[1], "kind": kind, "chunks": []})
+    if KIND_ORDER.index(kind) < KIND_ORDER.index(rel["kind"]):
+        rel["kind"] = kind
+    if cid not in rel["chunks"]:
+        rel["chunks"].append(cid)

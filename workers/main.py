@@ -17,45 +17,24 @@ from prometheus_client import start_http_server
 from zapomni.shared.embedding import checksums
 from zapomni.shared.logs import configure_logging
 from zapomni.shared.settings import Settings
-from zapomni.shared.tasks import capacity
-from zapomni.shared.tasks.queue import (
-    BUILD_GRAPH,
-    DELETE,
-    EMBED_PART,
-    FILES,
-    GRAPH_PART,
-    IMPORT,
-    INGEST_BATCH,
-    REEMBED,
-    UPDATE,
-    connect_queue,
-    deserialize,
-    serialize,
+from zapomni.shared.tasks import capacity, queue
+from zapomni.workers import edits, files, graph, ingest, moves, outcome, upkeep
+from zapomni.workers.__main__ import alive_here
+from zapomni.workers.arq_internals import (
+    JOB_LEASE,
+    ZapomniWorker,
+    job_started,
+    set_claim_seconds,
+    start_leases,
 )
-from zapomni.workers import lease, outcome
-from zapomni.workers.access import FOLD, FOLD_SECONDS, fold_access
-from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
-from zapomni.workers.batch import ingest_batch
-from zapomni.workers.compact import COMPACT, COMPACT_SECOND, compact_postings
-from zapomni.workers.delete import delete_memory
 from zapomni.workers.extract import ModelMissing, check_model
-from zapomni.workers.files import ingest_files
-from zapomni.workers.graph import build_graph, graph_part
-from zapomni.workers.health import alive_here
-from zapomni.workers.ingest import embed_part
-from zapomni.workers.lease import job_started, start_leases
-from zapomni.workers.moves import import_batch
-from zapomni.workers.reembed import reembed_chunks
 from zapomni.workers.resources import (
-    TestHook,
     close_models,
     close_resources,
     open_resources,
     reads_first,
     resources,
 )
-from zapomni.workers.sweep import SWEEP, sweep_memories
-from zapomni.workers.update import update_memory
 
 log = logging.getLogger(__name__)
 
@@ -67,34 +46,34 @@ POLL_DELAY = 0.05
 SWEEP_MINUTES = 5
 
 
-def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True,
-                test_hook: TestHook | None = None) -> Worker:
+def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True
+                ) -> Worker:
     """The arq Worker with every value chosen on purpose (docs/configuration.md, "Values chosen
-    by measurement"). ``test_hook``: tests only (workers/resources.TestHook)."""
+    by measurement")."""
     worker = ZapomniWorker(
         functions=[
-            func(ingest_batch, name=INGEST_BATCH),
-            func(embed_part, name=EMBED_PART),
-            func(delete_memory, name=DELETE),
-            func(build_graph, name=BUILD_GRAPH),
-            func(graph_part, name=GRAPH_PART),
-            func(update_memory, name=UPDATE),
-            func(ingest_files, name=FILES),
-            func(import_batch, name=IMPORT),
-            func(reembed_chunks, name=REEMBED),
+            func(ingest.ingest_batch, name=queue.INGEST_BATCH),
+            func(ingest.embed_part, name=queue.EMBED_PART),
+            func(edits.delete_memory, name=queue.DELETE),
+            func(graph.build_graph, name=queue.BUILD_GRAPH),
+            func(graph.graph_part, name=queue.GRAPH_PART),
+            func(edits.update_memory, name=queue.UPDATE),
+            func(files.ingest_files, name=queue.FILES),
+            func(moves.import_batch, name=queue.IMPORT),
+            func(edits.reembed_chunks, name=queue.REEMBED),
         ],
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
-        cron_jobs=[cron(sweep_memories, name=SWEEP, unique=True, run_at_startup=False,
-                        minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
-                   cron(fold_access, name=FOLD, unique=True, run_at_startup=False,
-                        second=set(range(0, 60, FOLD_SECONDS))),
-                   cron(compact_postings, name=COMPACT, unique=True, run_at_startup=False,
-                        second=COMPACT_SECOND)],
-        redis_pool=connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
+        cron_jobs=[cron(upkeep.sweep_memories, name=upkeep.SWEEP, unique=True,
+                        run_at_startup=False, minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
+                   cron(upkeep.fold_access, name=upkeep.FOLD, unique=True, run_at_startup=False,
+                        second=set(range(0, 60, upkeep.FOLD_SECONDS))),
+                   cron(upkeep.compact_postings, name=upkeep.COMPACT, unique=True,
+                        run_at_startup=False, second=upkeep.COMPACT_SECOND)],
+        redis_pool=queue.connect_queue(settings, max_connections=settings.max_jobs * 2 + 4),
         queue_name=capacity.QUEUE_NAME,
-        job_serializer=serialize,
-        job_deserializer=deserialize,
-        on_startup=functools.partial(startup, settings=settings, test_hook=test_hook),
+        job_serializer=queue.serialize,
+        job_deserializer=queue.deserialize,
+        on_startup=functools.partial(startup, settings=settings),
         on_shutdown=close_resources,
         on_job_start=job_started,
         after_job_end=release_job,
@@ -110,13 +89,12 @@ def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool
         allow_abort_jobs=True,
         health_check_interval=10,
     )
-    set_claim_seconds(worker, lease.JOB_LEASE)  # a lease, renewed (workers/lease.py)
+    set_claim_seconds(worker, JOB_LEASE)  # a lease, renewed (workers/arq_internals.py)
     return worker
 
 
-async def startup(ctx: dict, settings: Settings,
-                  test_hook: TestHook | None = None) -> None:
-    await open_resources(ctx, settings, test_hook)
+async def startup(ctx: dict, settings: Settings) -> None:
+    await open_resources(ctx, settings)
     start_leases(resources(ctx))
 
 

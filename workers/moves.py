@@ -17,7 +17,7 @@ An import becomes searchable at once at its end: every batch writes its memories
 searchable (an import run twice finds the memories of the first stored and leaves them so),
 and the job that writes the last batch makes all of the task's memories searchable, a page at
 a time. A failed or cancelled import leaves nothing searchable; the sweep removes what it
-wrote (workers/sweep.py: memories not searchable whose task has ended), with what their
+wrote (workers/upkeep.py: memories not searchable whose task has ended), with what their
 chunks contributed to the graph. Every write MERGEs on the file's ids: a job that runs again
 writes the same graph. The end of an import queues a graph task only for chunks that come
 unread (a version-1 file, another model, chunks the source had not read yet).
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 
 import msgspec
 import numpy as np
@@ -34,20 +35,33 @@ from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared.embedding.embed import to_params
 from zapomni.shared.protocol.errors import EmbeddingRejected
-from zapomni.shared.protocol.export import ExportedMemory
+from zapomni.shared.protocol.export import ExportedChunk, ExportedMemory
 from zapomni.shared.protocol.ids import chunk_id
 from zapomni.shared.protocol.jobs import ChunkSpan, ImportJob
-from zapomni.shared.store import cypher_memories, cypher_moves, postings
+from zapomni.shared.store import (
+    cypher_graph,
+    cypher_memories,
+    cypher_moves,
+    cypher_schema,
+    postings,
+)
 from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import IMPORT
 from zapomni.shared.text.chunking import Lines, metadata_language
 from zapomni.workers.graph import follow_with_graph
-from zapomni.workers.import_graph import unread, write_contributions, write_graph
 from zapomni.workers.outcome import JobRun, task_job
 from zapomni.workers.resources import Resources
-from zapomni.workers.store import index_words, link_chunks, meta_pairs
+from zapomni.workers.store import (
+    EVIDENCE_KEEP,
+    counted,
+    index_words,
+    link_chunks,
+    meta_pairs,
+    retype,
+)
+from zapomni.workers.store import run as timed
 
 log = logging.getLogger(__name__)
 
@@ -194,3 +208,90 @@ async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
     log.info("import %s into %s: %d memories made searchable, %d chunks embedded",
              job.task_id, job.namespace, published, embedded)
     return "done"
+
+
+# ---- the graph an export file carries ----
+# chunks whose contribution one statement replaces: the graph task's batch (workers/graph.py)
+CONTRIBUTIONS_BATCH = 256
+MENTION_PROPS = ("count", "type")  # what REPLACE_CONTRIBUTIONS writes on a MENTIONS
+
+
+def with_ids(job: ImportJob) -> list[tuple[str, ExportedChunk]]:
+    """The batch's chunks, with their ids (the source's: memory id and index)."""
+    return [(chunk_id(m.id, c.idx), c) for m in job.memories for c in m.chunks]
+
+
+def contribution(chunks: list[tuple[str, ExportedChunk]]) -> dict:
+    """REPLACE_CONTRIBUTIONS' parameters for these chunks (entities are created bare, by id:
+    their properties follow from the file's entity lines)."""
+    entities: dict[str, dict] = {}
+    mentions, related = [], defaultdict(list)
+    for cid, chunk in chunks:
+        for link in chunk.links:
+            if link.type == "MENTIONS":
+                kind = link.props.get("type")
+                entities.setdefault(link.entity, {"id": link.entity, "key": None, "name": None,
+                                                  "type": kind, "chunks": []})["chunks"].append(cid)
+                mentions.append({"chunk": cid, "entity": link.entity, "type": kind,
+                                 "count": link.props.get("count", 1)})
+        for pair in chunk.pairs:
+            related[pair].append(cid)
+    return {"chunks": [{"id": cid, "pairs": chunk.pairs} for cid, chunk in chunks],
+            "entities": list(entities.values()), "mentions": mentions,
+            "related": [{"a": pair.split(" ")[0], "b": pair.split(" ")[1], "chunks": cids}
+                        for pair, cids in related.items()]}
+
+
+async def write_contributions(graph: AsyncGraph, job: ImportJob) -> None:
+    """What the batch's chunks read for entities contributed, then every chunk's other
+    links to entities (a kind of link may not come from reading: copied as it is)."""
+    every = with_ids(job)
+    chunks = [(cid, chunk) for cid, chunk in every if chunk.entities_at is not None]
+    for start in range(0, len(chunks), CONTRIBUTIONS_BATCH):
+        params = contribution(chunks[start : start + CONTRIBUTIONS_BATCH])
+        result = await counted(graph, cypher_graph.REPLACE_CONTRIBUTIONS, {
+            **params, "now": time.time(), "task": job.task_id,
+            "keep": EVIDENCE_KEEP}, "entities")
+        touched = result.result_set[0][2] if result.result_set else []
+        await retype(graph, [*(e["id"] for e in params["entities"]), *(touched or [])])
+    targets = [{"id": cid, "targets": c.code_targets} for cid, c in chunks if c.code_targets]
+    if targets:
+        await timed(graph, cypher_moves.IMPORT_CODE_TARGETS, {"rows": targets}, "entities")
+    links = defaultdict(list)
+    for cid, chunk in every:
+        for link in chunk.links:
+            props = {k: v for k, v in link.props.items()
+                     if link.type != "MENTIONS" or k not in MENTION_PROPS}
+            if props or link.type != "MENTIONS":
+                links[link.type].append({"chunk": cid, "entity": link.entity, "props": props})
+    await write_typed(graph, links, cypher_moves.import_links)
+
+
+async def write_graph(graph: AsyncGraph, job: ImportJob) -> None:
+    """The file's entities with every property, then its relationships between entities
+    (their endpoints MERGEd: the lines come in any order). Types take their entities'
+    mentions' again (the file's are the source's: the same, but for a namespace merged into)."""
+    if job.entities:
+        await timed(graph, cypher_moves.IMPORT_ENTITIES,
+                  {"rows": [{"id": e.id, "props": e.props} for e in job.entities]}, "entities")
+        await retype(graph, [e.id for e in job.entities])
+        if any("source" in e.props for e in job.entities):  # symbols of code (cypher_code)
+            await timed(graph, cypher_schema.MARK_CODE, {}, "entities")
+    relations = defaultdict(list)
+    for r in job.relations:
+        if r.props or r.type != "RELATED":
+            relations[r.type].append({"a": r.a, "b": r.b, "props": r.props})
+    await write_typed(graph, relations, cypher_moves.import_relations)
+
+
+async def write_typed(graph: AsyncGraph, rows: dict[str, list[dict]], query) -> None:
+    """Rows grouped by relationship type, one statement per type."""
+    for rel, group in sorted(rows.items()):
+        await timed(graph, query(rel), {"rows": group}, "entities")
+
+
+async def unread(graph: AsyncGraph) -> int:
+    """Chunks of the namespace's searchable memories not read for entities yet."""
+    rows = await timed(graph, cypher_graph.GRAPH_COUNT, {"memory_ids": None, "rebuild": False},
+                     "entities")
+    return int(rows[0][0]) if rows else 0

@@ -8,10 +8,8 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from arq.connections import ArqRedis
 
@@ -37,11 +35,6 @@ log = logging.getLogger(__name__)
 # 5.7; at 19 ingest starved (0.4 chunks a second). docs/reliability.md, "Load"
 WORKER_NICE = 10
 
-# The one test hook of the product code: a test gives make_worker(test_hook=...) a coroutine
-# function, awaited with (point, job) at named points of the jobs (``hook_for_tests``), to
-# force a race at its exact moment (a delete between two writes, a crash after a batch)
-TestHook = Callable[[str, Any], Awaitable[None]]
-
 
 @dataclass
 class Resources:
@@ -54,7 +47,6 @@ class Resources:
     heartbeat: asyncio.Task | None = None
     leases: asyncio.Task | None = None
     running: set[str] = field(default_factory=set)  # arq job ids this worker runs now
-    test_hook: TestHook | None = None  # None in every process that serves
 
     @property
     def task_ttl(self) -> int:
@@ -115,24 +107,15 @@ def resources(ctx: dict) -> Resources:
     return ctx["res"]
 
 
-async def hook_for_tests(res: Resources, point: str, job: Any) -> None:
-    """Let a test act at this point of a job (see TestHook)."""
-    if res.test_hook is not None:
-        await res.test_hook(point, job)
-
-
-async def open_resources(ctx: dict, settings: Settings,
-                         test_hook: TestHook | None = None) -> None:
-    embedder = make_embedder(settings, worker=True)  # one thread a run (embed_onnx.py)
-    if CACHE_DAYS:  # 0 only in benchmarks that measure embedding (tests/bench/flood.py)
-        embedder = CachedEmbedder(embedder, ctx["redis"], CACHE_DAYS * 86400, CACHE_MAX)
+async def open_resources(ctx: dict, settings: Settings) -> None:
+    embedder = CachedEmbedder(make_embedder(settings, worker=True),  # one thread a run
+                              ctx["redis"], CACHE_DAYS * 86400, CACHE_MAX)
     res = Resources(
         settings=settings,
         redis=ctx["redis"],
         store=GraphStore(settings, max_connections=settings.max_jobs * 2 + 2),
         embedder=embedder,
         chunker=chunker_for(settings),
-        test_hook=test_hook,
     )
     res.heartbeat = asyncio.create_task(beat(res), name="zapomni-worker-heartbeat")
     ctx["res"] = res

@@ -27,8 +27,7 @@ from zapomni.shared.store import (
 from zapomni.shared.store.graphstore import execute, meta_pair
 from zapomni.shared.store.graphstore import run as run_query
 from zapomni.shared.text.entities import entity_id
-from zapomni.workers.entity_types import mentioned_keys, settle
-from zapomni.workers.extract import ChunkEntities
+from zapomni.workers.extract import ChunkEntities, mentioned_keys, settle
 
 _decode_json = msgspec.json.Decoder().decode
 LINK_BATCH = 2000
@@ -310,7 +309,7 @@ async def write_entities(graph: AsyncGraph, chunk_ids: list[str], found: list[Ch
 
 
 async def retype(graph: AsyncGraph, entity_ids: list[str], keys: list[str] = ()) -> None:
-    """These entities' types and aliases, set again (workers/entity_types.py)."""
+    """These entities' types and aliases, set again (workers/extract.py)."""
     with FALKORDB_WRITE_SECONDS.labels("entities").time():
         await settle(graph, entity_ids, keys)
 

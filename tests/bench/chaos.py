@@ -61,7 +61,7 @@ from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.shared.text.chunking import chunker_for
-from zapomni.workers.lease import JOB_LEASE, lease_key
+from zapomni.workers.arq_internals import JOB_LEASE, lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

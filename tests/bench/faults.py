@@ -67,7 +67,7 @@ from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import capacity, heartbeat, tasks
 from zapomni.shared.text.chunking import chunker_for
-from zapomni.workers.lease import lease_key
+from zapomni.workers.arq_internals import lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

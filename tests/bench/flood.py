@@ -29,7 +29,7 @@ from fastmcp.exceptions import ToolError
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp import answer
 from tests.support.servers import ThreadedServer, falkordb_process
-from tests.support.workers import wait_tasks, worker_processes
+from tests.support.workers import UNCACHED, wait_tasks, worker_processes
 from zapomni.services.mcp.http import http_app
 from zapomni.services.query.app import build_app
 from zapomni.shared.settings import Settings
@@ -107,7 +107,7 @@ async def drain(settings: Settings, queue: redis.asyncio.Redis, url: str,
         return None, None, None
     started = time.perf_counter()
     with worker_processes(settings, args.workers,  # every chunk embedded, as measured
-                          constants={"zapomni.workers.resources.CACHE_DAYS": 0}):
+                          constants=UNCACHED):
         await wait_tasks(queue, list(accepted.values()), timeout=args.drain_timeout,
                          until=("done", "failed", "cancelled"))
     seconds = time.perf_counter() - started

@@ -34,7 +34,7 @@ import redis.asyncio
 from tests.support.fake_ollama import FakeOllama
 from tests.support.servers import ThreadedServer, falkordb_server
 from tests.support.vectors import passages, questions
-from tests.support.workers import worker_processes
+from tests.support.workers import UNCACHED, worker_processes
 from zapomni.services.cli.restore import import_file
 from zapomni.services.query.search import search_memory
 from zapomni.shared.embedding.embed import make_embedder
@@ -112,7 +112,7 @@ async def top10(settings: Settings, namespace: str, asked: list[str], mode: str
 
 
 # as measured: no embedding cache, polls every 20 ms
-CONSTANTS = {"zapomni.workers.resources.CACHE_DAYS": 0, "zapomni.workers.main.POLL_DELAY": 0.02}
+CONSTANTS = {**UNCACHED, "zapomni.workers.main.POLL_DELAY": 0.02}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -49,7 +49,7 @@ from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.shared.tasks.queue import connect_queue
-from zapomni.workers.sweep import SWEEP
+from zapomni.workers.upkeep import SWEEP
 
 
 @dataclass

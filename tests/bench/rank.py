@@ -49,9 +49,9 @@ from zapomni.shared.settings import Settings
 from zapomni.shared.store import access
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.migrate import prepare_namespace
-from zapomni.workers.access import fold_access
 from zapomni.workers.resources import close_resources, open_resources
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
+from zapomni.workers.upkeep import fold_access
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "tests" / "bench" / "results"

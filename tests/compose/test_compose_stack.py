@@ -32,7 +32,7 @@ from tests.support.waiting import eventually
 from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import tasks
 from zapomni.shared.text.chunking import chunker_for
-from zapomni.workers.lease import lease_key
+from zapomni.workers.arq_internals import lease_key
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(3600)]  # a cold first build: ~15 min
 WORKERS = 4

@@ -21,9 +21,8 @@ from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.store import deletes
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.tasks import tasks
-from zapomni.workers.expiry import sweep_expired
 from zapomni.workers.resources import close_resources, open_resources
-from zapomni.workers.sweep import sweep_memories
+from zapomni.workers.upkeep import sweep_expired, sweep_memories
 
 
 async def search_ids(front, text: str) -> list[str]:

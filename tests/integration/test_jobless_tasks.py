@@ -22,14 +22,14 @@ from tests.conftest import make_settings
 from tests.support.graph import stored
 from tests.support.servers import kill
 from tests.support.waiting import eventually
-from tests.support.workers import add_text, run_workers
+from tests.support.workers import add_text, checkpoints, run_workers
 from zapomni.services.mcp import front as ops
 from zapomni.services.mcp.front import Front
 from zapomni.shared.protocol.api import BuildGraph, MemoryRef
 from zapomni.shared.tasks import capacity, tasks
 from zapomni.shared.tasks.queue import connect_queue
-from zapomni.workers import ingest, outcome, sweep
-from zapomni.workers.lease import lease_key
+from zapomni.workers import ingest, outcome, upkeep
+from zapomni.workers.arq_internals import lease_key
 from zapomni.workers.main import make_worker
 from zapomni.workers.resources import close_resources, open_resources
 
@@ -42,11 +42,12 @@ DOCUMENT = " ".join(f"Entry {i}: the ferry schedule for pier {i} changes in wint
 async def one_worker(settings, *, arq_limit: float | None = None, hook=None) -> None:
     """A burst worker until the queue is empty; ``arq_limit``: arq's job_timeout below our
     own limit (the configuration of issue 51)."""
-    worker = make_worker(settings, burst=True, handle_signals=False, test_hook=hook)
+    worker = make_worker(settings, burst=True, handle_signals=False)
     if arq_limit is not None:
         worker.job_timeout_s = arq_limit
     try:
-        await worker.main()
+        with checkpoints(hook):
+            await worker.main()
     finally:
         await worker.close()
 
@@ -56,7 +57,7 @@ async def periodic_sweep(settings) -> None:
     ctx = {"redis": connect_queue(settings)}
     try:
         await open_resources(ctx, settings)
-        await sweep.sweep_memories(ctx)
+        await upkeep.sweep_memories(ctx)
     finally:
         await close_resources(ctx)
         await ctx["redis"].aclose()
@@ -128,7 +129,7 @@ async def test_no_task_is_left_waiting_when_its_job_is_gone(falkordb_url, fake_o
 
         # (the tasks' grace is 2 minutes; none here, and only for this sweep: one that a
         # burst worker runs meanwhile on the clock's minute must not see them early)
-        monkeypatch.setattr(sweep, "JOBLESS_GRACE", 0, raising=False)
+        monkeypatch.setattr(upkeep, "JOBLESS_GRACE", 0, raising=False)
         await periodic_sweep(settings)
 
         assert await held_by_no_job(aredis) == []

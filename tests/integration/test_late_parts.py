@@ -13,10 +13,10 @@ import msgspec
 
 from tests.support.graph import stored
 from tests.support.waiting import eventually
-from tests.support.workers import add_text, run_workers
+from tests.support.workers import add_text, checkpoints, run_workers
 from zapomni.shared.protocol.ids import part_job_id
 from zapomni.shared.tasks import tasks
-from zapomni.workers.lease import lease_key
+from zapomni.workers.arq_internals import lease_key
 from zapomni.workers.main import make_worker
 
 DOCUMENT = "\n\n".join(f"Chapter {i}. The pilot of Vesterby wrote down the tides of spring "
@@ -43,21 +43,22 @@ async def test_a_part_that_ends_after_its_memory_is_done_leaves_it_whole(
             held.set()
             await go_on.wait()
 
-    stalled = make_worker(settings, burst=True, handle_signals=False, test_hook=stall)
+    stalled = make_worker(settings, burst=True, handle_signals=False)
     stalled.max_burst_jobs = 1  # a stopped process takes no other job meanwhile
-    first = asyncio.create_task(stalled.main())
-    try:
-        await eventually(lambda: asyncio.sleep(0, held.is_set()), bool,
-                         "the first run of a part to stall")
-        await run_workers(settings)  # that part again, and the others: the memory is done
-        assert (await tasks.get_task(aredis, added.task_id)).state == "done"
-        go_on.set()
-        assert await asyncio.wait_for(first, 120) is None
-    finally:
-        go_on.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(first, 120)
-        await stalled.close()
+    with checkpoints(stall):  # the other workers' parts pass it: it stalls one part
+        first = asyncio.create_task(stalled.main())
+        try:
+            await eventually(lambda: asyncio.sleep(0, held.is_set()), bool,
+                             "the first run of a part to stall")
+            await run_workers(settings)  # that part again, and the others: the memory is done
+            assert (await tasks.get_task(aredis, added.task_id)).state == "done"
+            go_on.set()
+            assert await asyncio.wait_for(first, 120) is None
+        finally:
+            go_on.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(first, 120)
+            await stalled.close()
     counts = await stored(settings)
     assert counts["memories"] == counts["ready"] == 1
     assert counts["chunks"] == record.chunks and counts["orphan_chunks"] == 0

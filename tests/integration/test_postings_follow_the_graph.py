@@ -21,9 +21,9 @@ from zapomni.shared.store.graphstore import GraphStore, run
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import connect_queue
 from zapomni.workers import store as worker_store
-from zapomni.workers.compact import COMPACT, compact_postings
 from zapomni.workers.main import make_worker
 from zapomni.workers.resources import close_resources, open_resources
+from zapomni.workers.upkeep import COMPACT, compact_postings
 
 SHORT = "The ferry to the north island leaves at seven; the harbour master logs its cargo."
 LONG = "\n\n".join(f"Paragraph {i}: the kestrel survey of the estuary, transect {i}, counted "

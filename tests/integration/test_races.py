@@ -27,7 +27,7 @@ from zapomni.shared.tasks import takeover, tasks
 from zapomni.shared.tasks.arq_internals import queued_job
 from zapomni.shared.tasks.capacity import QUEUE_NAME
 from zapomni.shared.tasks.queue import DELETE, INGEST_BATCH, connect_queue, serialize
-from zapomni.workers.sweep import SWEEP
+from zapomni.workers.upkeep import SWEEP
 
 TEXT = ("The lighthouse keeper logs the weather at dawn and dusk. " * 40).strip()
 LONG = "\n\n".join(f"Paragraph {i}: the archive of harbour records, shelf {i}, holds the "

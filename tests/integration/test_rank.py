@@ -30,7 +30,7 @@ from zapomni.shared.protocol.validation import decode_add_memory, decode_search
 from zapomni.shared.store import access
 from zapomni.shared.store.graphstore import GraphStore, run
 from zapomni.shared.tasks.queue import connect_queue
-from zapomni.workers.access import FOLD
+from zapomni.workers.upkeep import FOLD
 
 NOTES = [
     "The spare house key is hidden under the blue flowerpot by the back door.",

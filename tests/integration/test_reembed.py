@@ -22,7 +22,7 @@ from zapomni.shared.protocol.errors import EmbeddingRejected
 from zapomni.shared.protocol.validation import decode_search
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.tasks.capacity import QUEUE_NAME
-from zapomni.workers import reembed
+from zapomni.workers import edits
 
 ADDED = "Added during the reembed: penguins cannot fly."
 # DISTINCT: two workers' first writes to a new namespace can both create the record
@@ -55,7 +55,7 @@ async def test_search_answers_throughout_and_switches_at_the_end(falkordb_url, f
     before = await results(old, "default", mode="vector")
     assert all(before)
     chunks = (await query(old, VECTORS))[0][0]
-    monkeypatch.setattr(reembed, "BATCH", 3)  # several batches from a few memories
+    monkeypatch.setattr(edits, "REEMBED_BATCH", 3)  # several batches from a few memories
     new = base_settings(falkordb_url, ollama_url=fake_ollama.url)
     seen: list[list] = []
 
@@ -98,7 +98,7 @@ async def test_a_cancelled_reembed_keeps_the_old_model(falkordb_url, fake_ollama
     old = base_settings(falkordb_url)
     await fill(old)
     before = await results(old, "default")
-    monkeypatch.setattr(reembed, "BATCH", 3)  # several batches from a few memories
+    monkeypatch.setattr(edits, "REEMBED_BATCH", 3)  # several batches from a few memories
     new = base_settings(falkordb_url, ollama_url=fake_ollama.url)
     front = ThreadedServer(http_app(old))
     with front:

@@ -13,7 +13,7 @@ from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.tasks import tasks
-from zapomni.workers import sweep
+from zapomni.workers import upkeep
 
 ENDED, LIVE = "task_" + "e" * 32, "task_" + "1" * 32
 
@@ -43,7 +43,7 @@ async def leave(settings, namespace: str, rows: list[tuple[str, str, float]]) ->
 async def test_every_page_of_not_ready_memories_is_swept(settings, aredis, monkeypatch):
     """Three live ingests' memories, the oldest, fill the first pages; the two memories of
     an ended task after them are removed all the same, in one run."""
-    monkeypatch.setattr(sweep, "SWEEP_PAGE", 2)
+    monkeypatch.setattr(upkeep, "SWEEP_PAGE", 2)
     await record_tasks(aredis)
     live = [(f"mem_{i}" + "0" * 31, LIVE, 100.0 - i) for i in range(1, 4)]
     ended = [(f"mem_{c}" + "0" * 31, ENDED, 10.0) for c in "de"]
@@ -58,7 +58,7 @@ async def test_every_page_of_not_ready_memories_is_swept(settings, aredis, monke
 async def test_every_namespace_is_swept_a_bounded_number_per_run(settings, aredis,
                                                                  monkeypatch):
     """Five namespaces, two per run: three runs reach them all, each run the next two."""
-    monkeypatch.setattr(sweep, "MAX_NAMESPACES", 2)
+    monkeypatch.setattr(upkeep, "MAX_NAMESPACES", 2)
     await record_tasks(aredis)
     names = [f"ns-{c}" for c in "abcde"]
     for name in names:

@@ -17,7 +17,7 @@ from tests.support.servers import kill
 from tests.support.waiting import eventually
 from tests.support.workers import add_text, run_workers
 from zapomni.shared.tasks import tasks
-from zapomni.workers.lease import JOB_LEASE, lease_key
+from zapomni.workers.arq_internals import JOB_LEASE, lease_key
 from zapomni.workers.outcome import MAX_TRIES
 
 # chunks of 16 tokens: 439 chunks, 14 parts of PART_CHUNKS (32) for the worker to be killed in

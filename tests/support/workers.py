@@ -12,8 +12,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Any
 
+import msgspec
 from redis.asyncio import Redis
 
 from zapomni.services.cli.progress import Progress
@@ -25,25 +27,99 @@ from zapomni.shared.protocol.validation import decode_add_memory
 from zapomni.shared.settings import Settings
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import connect_queue
+from zapomni.workers import edits, graph, ingest, upkeep
 from zapomni.workers.main import make_worker
 
 ENDED = tasks.TERMINAL  # a task in one of these states changes no more
 
 
+Checkpoint = Callable[[str, Any], Awaitable[None]]
+# every chunk embedded, as the benchmarks that measure embedding ran: no vector cache
+# (worker_processes(constants=...); tests/support/patched_worker.py)
+UNCACHED = {"zapomni.workers.resources.CachedEmbedder": {
+    "object": "tests.support.patched_worker:uncached"}}
+
+
+def before(point: str | None, jobs_of: Callable[..., list]):
+    """A step wrapped to await the checkpoint with (point, job) for each of its jobs first
+    (``point`` None: the step's last argument names the point: keep_owned's write)."""
+    def wrap(step, checkpoint: Checkpoint):
+        async def wrapped(*args):
+            for job in jobs_of(*args):
+                await checkpoint(point or args[-1], job)
+            return await step(*args)
+        return wrapped
+    return wrap
+
+
+def after(point: str, job_of: Callable[..., Any]):
+    """A step wrapped to await the checkpoint with (point, what ``job_of(result, *args)``
+    says) once it returned (None: no point reached)."""
+    def wrap(step, checkpoint: Checkpoint):
+        async def wrapped(*args):
+            result = await step(*args)
+            job = job_of(result, *args)
+            if job is not None:
+                await checkpoint(point, job)
+            return result
+        return wrapped
+    return wrap
+
+
+# The named points a checkpoint sees, each the product step it comes before or after: a test
+# forces a race at its exact moment (a delete between two writes, a crash after a batch)
+STEPS = [
+    # "owned": the job's task started and holds its memory; nothing is written yet
+    (ingest, "chunk_text", before("owned", lambda res, job: [job])),
+    (ingest, "chunk_all", before("owned", lambda res, jobs: jobs)),
+    (ingest, "write_part", before("owned", lambda res, run, job, since: [job])),
+    # "memory_written", "part_written": a write done, before the ownership is checked again
+    (ingest, "keep_owned", before(None, lambda res, jobs, step: jobs)),
+    (ingest, "make_searchable", before("finishing", lambda res, jobs: jobs)),
+    (edits, "write_metadata", before("update_owned", lambda graph, job: [job])),
+    (edits, "write_metadata", after("updated", lambda done, graph, job: job)),
+    (edits, "delete_memory_graph",
+     after("deleted", lambda done, graph, memory_id: SimpleNamespace(memory_id=memory_id))),
+    # the job, with the last chunk id its batch read
+    (graph, "read_batch", after("graph_batch", lambda last, res, g, job, rows:
+                                msgspec.structs.replace(job, after=last))),
+    (edits, "reembed_batch", after("reembed_batch", lambda going, res, job, prop, rows:
+                                     job if going else None)),
+    (upkeep, "fold_events", after("access_folded", lambda n, res, entries: entries)),
+]
+
+
+@contextmanager
+def checkpoints(checkpoint: Checkpoint | None) -> Iterator[None]:
+    """The workers of this process await ``checkpoint(point, job)`` at the named points of
+    their jobs (STEPS) while this lasts."""
+    if checkpoint is None:
+        yield
+        return
+    replaced = []
+    for module, name, wrap in STEPS:
+        replaced.append((module, name, getattr(module, name)))
+        setattr(module, name, wrap(getattr(module, name), checkpoint))
+    try:
+        yield
+    finally:
+        for module, name, step in reversed(replaced):
+            setattr(module, name, step)
+
+
 async def run_workers(settings: Settings, count: int = 1, timeout: float = 120.0,
-                      max_jobs: int = -1,
-                      checkpoint: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
+                      max_jobs: int = -1, checkpoint: Checkpoint | None = None) -> None:
     """``count`` burst workers until the queue is empty (or, with ``max_jobs`` >= 0, until
     each has started that many jobs); fail after ``timeout`` seconds. ``checkpoint``:
-    awaited at named points of each job (workers/resources.py), to act at an exact moment."""
-    workers = [make_worker(settings, burst=True, handle_signals=False, test_hook=checkpoint)
-               for _ in range(count)]
+    awaited at the named points of each job (STEPS), to act at an exact moment."""
+    workers = [make_worker(settings, burst=True, handle_signals=False) for _ in range(count)]
     for worker in workers:
         worker.max_burst_jobs = max_jobs  # arq's own stop after N jobs in burst mode
     deadline = asyncio.timeout(timeout)
     try:
-        async with deadline:
-            await asyncio.gather(*(w.main() for w in workers))
+        with checkpoints(checkpoint):
+            async with deadline:
+                await asyncio.gather(*(w.main() for w in workers))
     except TimeoutError:
         if not deadline.expired():
             raise

@@ -11,7 +11,7 @@ import pytest
 
 from zapomni.shared.text.code_symbols import module_name, name_words, read_symbols
 from zapomni.shared.text.code_tree import Reference
-from zapomni.workers.code_graph import CodeMemory, Contribution, contribute, owner
+from zapomni.workers.graph import CodeMemory, Contribution, contribute, owner
 
 DATA = Path(__file__).parents[1] / "data"
 SHAPES = (DATA / "code_graph" / "shapes.py").read_text()

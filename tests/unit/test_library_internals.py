@@ -29,7 +29,7 @@ from zapomni.shared.settings import Settings
 from zapomni.shared.store.falkordb_internals import ListLiteral, falkordb_on, read_cells
 from zapomni.shared.tasks.arq_internals import queued_job
 from zapomni.shared.tasks.queue import deserialize, refuses_writes, serialize
-from zapomni.workers.arq_internals import ZapomniWorker, set_claim_seconds
+from zapomni.workers.arq_internals import ZapomniWorker, lease_key, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
 ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/tasks/arq_internals.py"
@@ -86,6 +86,13 @@ def test_arq_claim_lifetime_is_the_attribute_start_jobs_reads():
     assert calls(Worker.__init__, "self.in_progress_timeout_s ="), ARQ
     assert calls(Worker.start_jobs, "int(self.in_progress_timeout_s * 1000)"), \
         f"{ARQ}: the in-progress claim no longer lives in_progress_timeout_s"
+
+
+def test_arq_claim_is_the_key_our_leases_renew():
+    # workers/arq_internals.py renews arq's claim (SET ... XX) as a lease under this key
+    assert calls(Worker.start_jobs, "in_progress_key = in_progress_key_prefix + job_id"), \
+        f"{ARQ}: arq claims a running job under another key"
+    assert lease_key("j") == "arq:in-progress:j", f"{ARQ}: arq's in-progress prefix changed"
 
 
 async def noop(ctx: dict) -> None:

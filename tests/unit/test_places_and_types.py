@@ -10,7 +10,7 @@ import pytest
 from zapomni.services.query.entities import is_term_row, named
 from zapomni.shared.text.entities import ENTITY_TYPES, may_be_person, prose_type
 from zapomni.shared.text.places import fold, is_place, written_as_name
-from zapomni.workers.entity_types import ends, type_row, words_of
+from zapomni.workers.extract import ends, type_row, words_of
 
 
 @pytest.mark.parametrize(("name", "folded"), [
