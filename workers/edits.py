@@ -1,37 +1,25 @@
 """Changes to what is stored: a memory's delete, a metadata change applied in place
-(update_memory without a new text), and a namespace re-embedded with this worker's model.
+(update_memory without a new text), a namespace re-embedded with this worker's model.
 
-Each task owns the memory from the moment it was accepted (the front took it over: from its
-ingest, cancelling one still running, for a delete; from its ended ingest for an update;
-shared/tasks/tasks.py), so no ingest of the same text and no other update starts meanwhile,
-and each ends and gives the memory up in one step. Both are safe to run again: a re-run
-after the end does nothing; an update sets the whole new metadata, so it writes the same.
+A delete or an update task owns the memory from the moment it was accepted (the front took
+it over: shared/tasks/tasks.py), so no ingest of the same text and no other update starts
+meanwhile, and it ends and gives the memory up in one step. Both run again safely: a re-run
+after the end does nothing; an update sets the whole new metadata. A delete removes the
+chunks in batches, then the memory (one that fails for good leaves the memory stored, to be
+deleted again); an ingest still running undoes its own late writes. A delete accepted
+during an update cancels it in the step that takes the memory: the update's write matches a
+stored memory only (never brings one back), and its end is refused once cancelled.
 
-A delete removes the chunks in batches, then the memory (one that fails for good leaves the
-memory stored, to be deleted again); an ingest still running undoes its own late writes. A
-delete accepted during an update cancels the update in the step that takes the memory: the
-update's write matches a stored memory only (never brings one back), and its end is refused
-once it was cancelled.
-
-Re-embedding (``zapomni reembed``):
-The namespace's vectors stay where search reads them (``x.prop`` on its ZapomniMeta) until
-the new ones are complete. A ``reembed_chunks`` job records the new model beside the old
-one, then embeds the chunks that have no vector of the new model yet, a batch at a time in
-chunk id order from a cursor, into the other vector property (with its own vector index),
-adding to the task's progress after each batch. A job that has worked for its share of the
-job time limit passes the cursor on to the next step (a job of its own, derived id), so no
-job runs long and nothing is held but one batch.
-
-When no chunk is left without the new vector, one statement switches the namespace: model,
-dimension and property change together, and only if no chunk lacks the new vector at that
-moment (checked in the statement; otherwise another pass runs). Search then reads the new
-vectors; the old index is dropped and the old vectors removed in batches.
-
-Ingest meanwhile: a worker of the new model writes new vectors only (shared/store/graphstore.py
-``vector_prop``), searchable by vector once the switch is made (by keyword at once); a
-worker of the old model writes old vectors, and the pass after it embeds those chunks again.
-A cancelled or failed reembed removes the new vectors it wrote and leaves the namespace on
-its old model.
+A reembed (``zapomni reembed``) leaves the vectors where search reads them (``x.prop`` on
+the namespace's ZapomniMeta) until the new ones are complete: it records the new model
+beside the old, embeds the chunks without a vector of the new model, a batch at a time in
+id order from a cursor, into the other vector property (its own index), and passes the
+cursor to a job of its own after its time share. Then one statement switches model,
+dimension and property together, only if no chunk lacks the new vector at that moment
+(else another pass runs); the old index is dropped and the old vectors removed. Meanwhile a
+worker of the new model writes new vectors only (graphstore.vector_prop), one of the old
+model old ones, which the next pass embeds again. A cancelled or failed reembed removes its
+new vectors and leaves the namespace on its old model.
 """
 
 from __future__ import annotations

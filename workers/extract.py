@@ -2,8 +2,6 @@
 texts into the entities each mentions and the pairs that share a sentence; then the shown
 type and the alias of the entities a graph batch or a delete touched.
 
-The shown type and the alias of the entities a graph batch or a delete touched.
-
 An entity of prose is shown as a place the gazetteer confirms, a person its mentions agree
 on, else without a type (shared/text/entities.py ``prose_type``). A one-word name that begins
 or ends exactly one person's name in the namespace is that person: an edge SAME_AS from it to
@@ -265,7 +263,7 @@ async def settle(graph: AsyncGraph, ids: list[str], keys: list[str] = ()) -> Non
     await asyncio.to_thread(gazetteer)  # loaded once per process, off the event loop
     found = await mention_types(graph, sorted(set(ids)))
     # an entity an import wrote bare (no key yet) is typed once its properties arrive
-    # (workers/import_graph.py write_graph)
+    # (workers/moves.py write_graph)
     found = {eid: entity for eid, entity in found.items() if entity[0] is not None}
     await set_types(graph, [type_row(eid, *entity) for eid, entity in found.items()
                             if " " in entity[0]])

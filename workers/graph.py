@@ -1,32 +1,22 @@
 """The knowledge-graph path: plan -> (fan out) -> read entities in batches -> write.
 
-``build_graph`` counts the chunks a graph task covers (those not yet read, or all of them on
-rebuild) and splits them into ``graph_part`` jobs of about ``PART_CHUNKS`` chunks each:
-ranges of chunk ids for the whole namespace (ids start with a hash, so equal slices of the hash
-hold about equal numbers of chunks), groups of memories for some memories. No job ever holds
-more than one batch of chunk ids. A part reads its chunks in batches of ``BATCH`` in id
-order from a cursor, reads each (code from its syntax tree, below; the rest with spaCy NER:
-workers/extract.py) and replaces what those chunks contributed in one statement
-(workers/store.py), then adds to the task's progress. A part that has worked for its share
-of the job time limit passes the rest on to a continuation job (same part, the cursor where
-it stopped), so no job runs over its limit and nothing is read twice.
+``build_graph`` counts the chunks a graph task covers (those not read yet, or all on
+rebuild) and splits them into ``graph_part`` jobs of about ``PART_CHUNKS`` chunks: ranges of
+chunk ids for the whole namespace (ids start with a hash: equal slices of the hash hold
+about equal numbers of chunks), groups of memories for some memories; no job holds more
+than one batch of chunk ids. A part reads ``BATCH`` chunks at a time in id order from a
+cursor (code from its file's syntax tree, below; prose with spaCy: workers/extract.py),
+replaces what they contributed in one statement, and adds to the task's progress; after its
+share of the job time limit it passes the cursor to a continuation job. A rebuild stamps
+each chunk with its task, batch by batch: a cancel or crash leaves every chunk with its old
+or its new contribution, never neither, and a part run again skips what it rewrote.
 
-A rebuild rewrites batch by batch, each batch atomically, stamping each chunk with the task:
-a cancel or a crash at any moment leaves every chunk with its old or its new contribution,
-never neither, and a part that runs again skips the chunks already rewritten. A cancelled task
-stops before its next batch.
-
-The code path: the chunks of a code memory (its metadata names a language the
-chunker knows) get the symbols of their file from its syntax tree (shared/text/code_symbols.py),
-not spaCy. The file is parsed once per batch; each definition and each reference belongs to
-the chunk that holds its line (the last chunk starting at or before it), so a chunk's
-contribution is its own, replaced whole by cypher_code.REPLACE_CODE as the prose graph's is.
-
-Files arrive in any order. A reference is linked when it is written if its target exists
-(inside the statement), and kept by name in the chunk's ``code_targets`` (on its HAS_CHUNK
-edge) either way; a batch that defines names new to the namespace then rewrites the chunks
-already written that refer to them (cypher_code.PENDING, through an array index), a page at
-a time. Both steps are replacements, so running either twice ends as running it once.
+Code: each definition and reference of a file (parsed once per batch) belongs to the chunk
+holding its line (the last starting at or before it), so a chunk's contribution is its own,
+replaced whole by cypher_code.REPLACE_CODE. Files arrive in any order: a reference is linked
+when written if its target exists, and kept by name in the chunk's ``code_targets`` either
+way; a batch that defines names new to the namespace rewrites, a page at a time, the chunks
+already written that refer to them (cypher_code.PENDING). Both steps are replacements.
 """
 
 from __future__ import annotations
@@ -42,13 +32,11 @@ import msgspec
 from falkordb.asyncio.graph import AsyncGraph
 
 from zapomni.shared import metrics
-from zapomni.shared.protocol.ids import graph_task_id
 from zapomni.shared.protocol.jobs import GraphJob, GraphPartJob
-from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.store import cypher_code, cypher_graph, cypher_schema
 from zapomni.shared.store.graphstore import execute, run
 from zapomni.shared.tasks import tasks
-from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph_part, queue_task
+from zapomni.shared.tasks.queue import BUILD_GRAPH, GRAPH_PART, enqueue_graph_part
 from zapomni.shared.text.chunking import code_language
 from zapomni.shared.text.code_symbols import name_words, read_symbols
 from zapomni.shared.text.code_tree import Definition, Symbols
@@ -126,12 +114,11 @@ def memory_groups(rows: list, size: int) -> Iterator[list[str]]:
 
 async def extract_part(res: Resources, job: GraphPartJob, started: float) -> str:
     graph = res.store.graph(job.namespace)
-    # a part reads for SLICE_SECONDS, then passes the rest on to a continuation job (it
-    # finishes the batch it is in)
-    budget = started + SLICE_SECONDS
+    budget = started + SLICE_SECONDS  # then the rest goes to a continuation job
     after, read = job.after, 0
     while True:
-        if await cancelled(res, job.task_id):
+        record = await tasks.get_task(res.redis, job.task_id)
+        if record is None or record.state not in tasks.ACTIVE:
             return "cancelled"
         rows = await next_batch(res, graph, job, after)
         if not rows:
@@ -162,9 +149,8 @@ async def next_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob,
 
 
 async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows: list) -> str:
-    """One batch's contribution written: the symbols of its code chunks from their files'
-    syntax trees (below), NER over the others (no model loaded for a batch
-    of code alone); the last chunk id of the batch."""
+    """One batch's contribution written (no model loaded for a batch of code alone); the
+    last chunk id of the batch."""
     code, prose = code_chunks(rows)
     entities = relations = 0
     if code:
@@ -183,11 +169,6 @@ async def read_batch(res: Resources, graph: AsyncGraph, job: GraphPartJob, rows:
     return rows[-1][0]
 
 
-async def cancelled(res: Resources, task_id: str) -> bool:
-    record = await tasks.get_task(res.redis, task_id)
-    return record is None or record.state not in tasks.ACTIVE
-
-
 async def finish(res: Resources, task_id: str, namespace: str, message: str) -> None:
     record = await tasks.get_task(res.redis, task_id)
     await tasks.move(res.redis, task_id, "done", ttl=res.task_ttl,
@@ -195,22 +176,7 @@ async def finish(res: Resources, task_id: str, namespace: str, message: str) -> 
                      message=message, error="")
 
 
-async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
-                            memory_ids: list[str] | None, memory_id: str = "") -> str:
-    """A graph task after a write task (``memory_ids`` None: every chunk of the namespace
-    not yet read for entities), unless the namespace has automatic extraction turned off.
-    Idempotent (the id is derived from the write task's). Returns its id, or ''."""
-    if not res.settings.graph_on(namespace):
-        return ""
-    task_id = graph_task_id(write_task_id)
-    await queue_task(res.redis, res.settings, TaskRecord(
-        task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
-        created_at=time.time(), message="waiting for a worker"), BUILD_GRAPH,
-        GraphJob(task_id=task_id, namespace=namespace, memory_ids=memory_ids), bounded=False)
-    return task_id
-
-
-# ---- code: the symbols of a code memory's chunks, from its file's syntax tree ----
+# ---- code: a code memory's symbols, from its file's syntax tree ----
 
 MAX_TARGETS = 1024  # names one chunk refers to, kept (a 256-token chunk holds ~100)
 MAX_LINES = 32  # lines of one chunk's references to one symbol, kept on its MENTIONS
@@ -240,8 +206,7 @@ class Contribution:
 
 
 def code_chunks(rows: list) -> tuple[dict[str, list[str]], list]:
-    """A graph batch's rows (chunk id, text, memory id, metadata: cypher_graph.GRAPH_BATCH)
-    split: code memory id -> its chunk ids here, and the other rows."""
+    """A batch's rows (cypher_graph.GRAPH_BATCH): code memory id -> its chunk ids, the rest."""
     code_memory = {row[0]: row[2] for row in rows if code_language(row[3] or "{}")}
     code: dict[str, list[str]] = defaultdict(list)
     for row in rows:
@@ -252,8 +217,8 @@ def code_chunks(rows: list) -> tuple[dict[str, list[str]], list]:
 
 async def write_code(graph: AsyncGraph, code: dict[str, list[str]], task_id: str
                      ) -> tuple[int, int]:
-    """Write these chunks' symbols, then link the chunks written before that refer to the
-    names they defined first. Returns (entities, relations) created."""
+    """These chunks' symbols, then the chunks written before that refer to the names they
+    defined first; (entities, relations) created."""
     made, defined = await replace_code(graph, code, task_id)
     attempted: set[str] = set()
     for _ in range(PENDING_ROUNDS):
@@ -280,8 +245,7 @@ def by_memory(chunk_ids: list[str]) -> dict[str, list[str]]:
 
 async def replace_code(graph: AsyncGraph, code: dict[str, list[str]], task_id: str
                        ) -> tuple[tuple[int, int], set[str]]:
-    """One statement for these chunks; ((entities, relations) created, names defined here
-    that did not exist before)."""
+    """One statement; ((entities, relations) created, names new to the namespace)."""
     total = Contribution()
     for memory_id, chunk_ids in code.items():
         memory = await load_memory(graph, memory_id)
@@ -316,15 +280,13 @@ async def load_memory(graph: AsyncGraph, memory_id: str) -> CodeMemory | None:
 
 
 def owner(memory: CodeMemory, line: int) -> str:
-    """The chunk a line of the file belongs to: the last one starting at or before it
-    (lines as chunks count them, after the memory's ``line_offset``)."""
+    """The chunk a line belongs to (lines as chunks count them, after ``line_offset``)."""
     at = bisect.bisect_right(memory.starts, (line, 1 << 62, "")) - 1
     return memory.starts[max(0, at)][2]
 
 
 def contribute(memory: CodeMemory, chunk_ids: set[str], into: Contribution) -> None:
-    """Add what ``chunk_ids`` of ``memory`` contribute: the definitions and references on
-    their lines."""
+    """Add the definitions and references on the lines of ``chunk_ids``."""
     here = set(chunk_ids)
     defined_in = {d.name: owner(memory, d.start_line + memory.line_offset)
                   for d in memory.symbols.definitions}
@@ -362,8 +324,7 @@ def define(memory: CodeMemory, d: Definition, cid: str, count: int,
 
 def refer(memory: CodeMemory, here: set[str], into: Contribution,
           pairs: dict[str, set[str]]) -> dict[tuple[str, str], list[int]]:
-    """The references on the lines of the chunks ``here``: (chunk, target) -> their lines;
-    their pairs recorded."""
+    """(chunk, target) -> the lines of the references in the chunks ``here``; pairs noted."""
     uses: dict[tuple[str, str], list[int]] = defaultdict(list)
     for ref in memory.symbols.references:
         at = ref.line + memory.line_offset

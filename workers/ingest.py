@@ -32,9 +32,9 @@ from zapomni.shared.tasks.adds import seal_batch
 from zapomni.shared.tasks.queue import EMBED_PART, INGEST_BATCH, enqueue_part
 from zapomni.shared.text.chunking import code_language
 from zapomni.workers import store
-from zapomni.workers.graph import follow_with_graph
 from zapomni.workers.outcome import (
     JobRun,
+    follow_with_graph,
     progressed,
     read_job,
     run_task,

@@ -1,26 +1,20 @@
 """Importing a namespace (``zapomni import``): each ``import_batch`` job writes a batch of
-whole memories from an export file, with the vectors the file carries when they are of this
-worker's model and dimension, embedded again otherwise. The file's chunks are kept when its
-model is the worker's (vectors or not: the ids and texts its graph refers to); a file from
-another model is chunked again (the chunk budget follows the embedder, counted in MiniLM's
-tokens whichever it is) and its graph is left for a graph task to read again.
+whole memories from an export file. The file's chunks are kept when its model is the
+worker's (vectors or not: the ids and texts its graph refers to), with its vectors when they
+are of this model and dimension; a file from another model is chunked and embedded again,
+and its graph left for a graph task to read.
 
-The graph of a file that carries it (version 2): each memory batch also writes what its
-chunks contributed, with the graph task's own statement (cypher_graph.REPLACE_CONTRIBUTIONS:
-MENTIONS, pairs and RELATED's weights and evidence counted from them, chunks marked read),
-so it adds up in a namespace that has a graph already, and an undo takes it back like any
-chunk's (workers/store.undo_memory). Once every memory is written, the later batches copy
-every property of the file's entities and every other relationship between them and from
-chunks to them.
+The graph a file carries: each memory batch also writes what its chunks contributed, with
+the graph task's own statement (cypher_graph.REPLACE_CONTRIBUTIONS), so it adds up in a
+namespace that has a graph already and an undo takes it back like any chunk's; once every
+memory is written, the later batches copy the entities' properties and every other
+relationship (below).
 
 An import becomes searchable at once at its end: every batch writes its memories not
-searchable (an import run twice finds the memories of the first stored and leaves them so),
-and the job that writes the last batch makes all of the task's memories searchable, a page at
-a time. A failed or cancelled import leaves nothing searchable; the sweep removes what it
-wrote (workers/upkeep.py: memories not searchable whose task has ended), with what their
-chunks contributed to the graph. Every write MERGEs on the file's ids: a job that runs again
-writes the same graph. The end of an import queues a graph task only for chunks that come
-unread (a version-1 file, another model, chunks the source had not read yet).
+searchable, and the job that writes the last one publishes all of the task's memories, a
+page at a time. A failed or cancelled import leaves nothing searchable; the sweep removes
+what it wrote (workers/upkeep.py). Every write MERGEs on the file's ids: a job that runs
+again writes the same graph.
 """
 
 from __future__ import annotations
@@ -50,8 +44,7 @@ from zapomni.shared.store.migrate import prepare_namespace
 from zapomni.shared.tasks import tasks
 from zapomni.shared.tasks.queue import IMPORT
 from zapomni.shared.text.chunking import Lines, metadata_language
-from zapomni.workers.graph import follow_with_graph
-from zapomni.workers.outcome import JobRun, task_job
+from zapomni.workers.outcome import JobRun, follow_with_graph, task_job
 from zapomni.workers.resources import Resources
 from zapomni.workers.store import (
     EVIDENCE_KEEP,
@@ -211,6 +204,9 @@ async def finish(res: Resources, graph: AsyncGraph, job: ImportJob) -> str:
 
 
 # ---- the graph an export file carries ----
+# What a chunk contributed goes through REPLACE_CONTRIBUTIONS (a batch written twice ends as
+# if written once); everything else is copied as stored, MERGEd on ids: every property of
+# every entity, a chunk's other links to entities, the relationships between entities.
 # chunks whose contribution one statement replaces: the graph task's batch (workers/graph.py)
 CONTRIBUTIONS_BATCH = 256
 MENTION_PROPS = ("count", "type")  # what REPLACE_CONTRIBUTIONS writes on a MENTIONS

@@ -24,10 +24,12 @@ from arq.worker import Retry
 from zapomni.shared import metrics
 from zapomni.shared.protocol.base import JOB_VERSION, TASK_ID_PATTERN
 from zapomni.shared.protocol.errors import EmbeddingRejected, ZapomniError
+from zapomni.shared.protocol.ids import graph_task_id
+from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.protocol.validation import describe
 from zapomni.shared.tasks import tasks
-from zapomni.shared.tasks.queue import refuses_writes
+from zapomni.shared.tasks.queue import BUILD_GRAPH, queue_task, refuses_writes
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 
@@ -107,7 +109,7 @@ Owner = tuple[str, str, str]  # a task a job runs: its id, namespace and memory 
 @asynccontextmanager
 async def tasks_outcome(ctx: dict, job: str, owners: list[Owner]) -> AsyncIterator[JobRun]:
     """What a failure of the job means for the tasks it runs (several: a batch of memories,
-    workers/batch.py): every one still active fails, or waits while the job is retried."""
+    workers/ingest.py): every one still active fails, or waits while the job is retried."""
     res = resources(ctx)
     run = JobRun()
     started = time.perf_counter()
@@ -303,3 +305,18 @@ async def read_job(res: Resources, payload: Any, kind: type[J]) -> J | None:
         await tasks.end_and_release(res.redis, task_id, "failed", ttl=res.task_ttl,
                                     error=reason, finished_at=time.time(), message="failed")
     return None
+
+
+async def follow_with_graph(res: Resources, write_task_id: str, namespace: str,
+                            memory_ids: list[str] | None, memory_id: str = "") -> str:
+    """A graph task after a write task (``memory_ids`` None: every chunk of the namespace
+    not yet read for entities), unless the namespace has automatic extraction turned off.
+    Idempotent (the id is derived from the write task's). Returns its id, or ''."""
+    if not res.settings.graph_on(namespace):
+        return ""
+    task_id = graph_task_id(write_task_id)
+    await queue_task(res.redis, res.settings, TaskRecord(
+        task_id=task_id, kind="graph", namespace=namespace, memory_id=memory_id,
+        created_at=time.time(), message="waiting for a worker"), BUILD_GRAPH,
+        GraphJob(task_id=task_id, namespace=namespace, memory_ids=memory_ids), bounded=False)
+    return task_id

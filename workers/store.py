@@ -105,8 +105,7 @@ async def index_words(graph: AsyncGraph, counted: list[postings.Counted]) -> Non
 
 def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray
                ) -> tuple[list[dict], list[postings.Counted]]:
-    """The chunks' rows for the graph and their keyword counts, from one split of each text
-    (its length is the row's ``words``)."""
+    """The chunks' rows and their keyword counts, from one split of each text."""
     counted = postings.counts_of([(chunk_id(memory_id, c.idx), c.text) for c in chunks])
     return [
         {"id": cid, "idx": c.idx, "text": c.text,
@@ -117,11 +116,10 @@ def chunk_rows(memory_id: str, chunks: list[ChunkSpan], vectors: np.ndarray
     ], counted
 
 
-# ---- a batch of small memories (workers/batch.py): each step one statement for all ----
+# ---- a batch of small memories (workers/ingest.py): each step one statement for all ----
 
 async def write_memories(graph: AsyncGraph, members: list[tuple[IngestJob, int]]) -> None:
-    """Write the memory nodes of a batch, (job, its chunk count) each, not yet searchable,
-    as write_memory writes one (shared/store/cypher_batch.py), and link the turns of threads."""
+    """write_memory for a batch, (job, its chunk count) each, in one statement per step."""
     rows = [memory_row(job, count) for job, count in members]
     await run(graph, cypher_batch.MERGE_MEMORIES, {"rows": rows}, op="memory")
     turns = [{"id": job.memory_id, "after": job.after} for job, _ in members if job.thread]
@@ -133,7 +131,7 @@ async def write_memories(graph: AsyncGraph, members: list[tuple[IngestJob, int]]
 async def write_batch_chunks(graph: AsyncGraph, members: list[tuple[str, list[ChunkSpan]]],
                              vectors: np.ndarray, prop: str = "embedding") -> None:
     """The chunks of a batch's memories, (memory id, its chunks) each, with their vectors in
-    that order, in one statement; linked in order; their keyword postings written."""
+    that order, in one statement, then linked in order."""
     rows: list[dict] = []
     counted: list[postings.Counted] = []
     at = 0
@@ -262,17 +260,6 @@ async def _delete_chunks(graph: AsyncGraph, read: str, delete: str, params: dict
             return removed
 
 
-async def _in_batches(graph: AsyncGraph, query: str, params: dict, op: str) -> int:
-    """Run ``query`` (it removes at most ``batch``) until it removes fewer; the total."""
-    removed = 0
-    while True:
-        rows = await run(graph, query, {**params, "batch": DELETE_BATCH}, op)
-        count = int(rows[0][0]) if rows else 0
-        removed += count
-        if count < DELETE_BATCH:
-            return removed
-
-
 # ---- the knowledge graph ----
 
 EVIDENCE_KEEP = 16  # chunk ids a RELATED edge keeps as evidence (the latest); weight counts all
@@ -337,5 +324,11 @@ async def forget_entities(graph: AsyncGraph, chunk_ids: list[str]) -> None:
 
 
 async def drop_orphans(graph: AsyncGraph) -> int:
-    """Remove every Entity no chunk mentions, in batches."""
-    return await _in_batches(graph, cypher_graph.DROP_ORPHANS, {}, "unlink")
+    """Remove every Entity no chunk mentions, in batches; how many."""
+    removed = 0
+    while True:
+        rows = await run(graph, cypher_graph.DROP_ORPHANS, {"batch": DELETE_BATCH}, "unlink")
+        count = int(rows[0][0]) if rows else 0
+        removed += count
+        if count < DELETE_BATCH:
+            return removed

@@ -51,12 +51,10 @@ MAX_EXPIRED_PER_RUN = 5_000  # deletes queued per sweep run, over every namespac
 
 
 async def sweep_memories(ctx: dict) -> str:
-    """An ingest or an import undoes its own writes when it fails or loses its memory, but
-    not when its worker dies at the wrong moment and its task then fails or expires without
-    another run: the sweep pages through each namespace's not-ready memories (every page:
-    live ingests at the front of the order cannot hide ended ones behind them) and removes
-    those whose writing task has ended, with the conditional undo an ingest uses (a newer
-    ingest of the same text that took the memory over keeps it)."""
+    """An ingest or an import undoes its own writes when it fails or loses its memory, not
+    when its worker dies at the wrong moment and its task then ends without another run: the
+    sweep pages through each namespace's not-ready memories (every page: live ingests cannot
+    hide ended ones behind them) and undoes those whose writing task has ended."""
     res = resources(ctx)
     jobless = await sweep_jobless(res)
     if jobless:
@@ -78,8 +76,7 @@ async def sweep_memories(ctx: dict) -> str:
 
 async def namespaces_after(res: Resources, cursor_key: str, most: int | None = None
                            ) -> list[str]:
-    """The namespaces in name order after the one ``cursor_key`` names, wrapping round to
-    the first (``most`` of them at most)."""
+    """The namespaces in name order after the one ``cursor_key`` names, wrapping round."""
     names = sorted(name[len(GRAPH_PREFIX):] for name in await list_graphs(res.store)
                    if name.startswith(GRAPH_PREFIX))
     after = await res.redis.get(cursor_key)

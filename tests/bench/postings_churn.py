@@ -136,7 +136,7 @@ async def together(calls: list) -> None:
 
 
 async def upkeep(graph) -> int:
-    """What the workers' cron does for a namespace (workers/compact.py), until done."""
+    """What the workers' cron does for a namespace (workers/upkeep.py), until done."""
     await compaction.reconcile(graph)
     return await compaction.compact(graph)
 

@@ -1,4 +1,4 @@
-"""Small memories travel in batches (shared/tasks/adds.py, workers/batch.py; issue 32, item 6): the
+"""Small memories travel in batches (shared/tasks/adds.py, workers/ingest.py; issue 32, item 6): the
 adds made while the workers are busy share one job, by bytes, and each memory keeps what it
 would have alone — its task (graph_status, cancel_task, get_memory while queued), its place
 in its thread, its stored shape — while a batch that runs again never writes twice."""

@@ -1,7 +1,7 @@
 """People and places on a short chat, with real workers (spaCy), FalkorDB and the query service:
 a place the gazetteer confirms is shown as one whatever type the model gave it, a one-word
 name is the one person whose name begins with it, and the merge is undone by a second such
-person or by the delete of the person's memories (workers/entity_types.py)."""
+person or by the delete of the person's memories (workers/extract.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 a delete that lands while an ingest's text is being embedded leaves nothing counted once the
 ingest finds its memory gone (it writes no chunk: its numbers are forgotten), whichever path
 wrote it (a batch of small memories, a document's parts); the numbers a writer that died
-left unsettled are resolved against the graph by the workers' upkeep (workers/compact.py)."""
+left unsettled are resolved against the graph by the workers' upkeep (workers/upkeep.py)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def vectors(count: int, rng: np.random.Generator | None = None) -> np.ndarray:
 
 
 async def add(graph: Any, jobs: list[IngestJob]) -> None:
-    """These memories written as one batch of small memories is (workers/batch.py), made
+    """These memories written as one batch of small memories is (workers/ingest.py), made
     searchable."""
     split = [(job, spans_of(job.text)) for job in jobs]
     await store.write_memories(graph, [(job, len(spans)) for job, spans in split])

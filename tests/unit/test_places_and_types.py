@@ -1,6 +1,6 @@
 """The gazetteer check (shared/text/places.py), the type an entity of prose is shown with
 (shared/text/entities.py ``prose_type``) and the words an alias is looked up by
-(workers/entity_types.py), on the real gazetteer package; and that the graph signal's plural
+(workers/extract.py), on the real gazetteer package; and that the graph signal's plural
 rule reads the model's type, not the type shown (services/query/entities.py)."""
 
 from __future__ import annotations
