@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import redis.exceptions
@@ -34,7 +34,7 @@ from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 
 J = TypeVar("J")
-T = TypeVar("T", bound="TaskJob")
+T = TypeVar("T")  # a job of one task: its task_id, namespace (and memory_id, if any)
 
 log = logging.getLogger(__name__)
 
@@ -171,23 +171,14 @@ async def retry_or_fail(res: Resources, ctx: dict, owners: list[Owner], reason: 
     raise Retry(defer=delay)
 
 
-class TaskJob(Protocol):
-    """A job of one task (the memory it concerns: '' when none)."""
-
-    task_id: str
-    namespace: str
-
-
 Work = Callable[[Resources, JobRun, T], Awaitable[str]]
 Ended = Callable[[Resources, T, str], Awaitable[None]]
 
 
 def task_job(name: str, kind: type[T], *, owning: bool = False, ended: Ended | None = None,
              restores: str = "") -> Callable[[Work], Callable[[dict, Any], Awaitable[str]]]:
-    """The arq job function of ``work(res, run, job)``: read the payload as a ``kind`` (one
-    this worker cannot read fails its task), then ``run_task``. What it returns is the job's
-    result. ``restores``: the kind of task whose record the job writes again when it is gone
-    and the job still holds its memory (run_task)."""
+    """The arq job function of ``work(res, run, job)``: the payload read as a ``kind`` (one
+    this worker cannot read fails its task), then ``run_task``."""
     def wrap(work: Work) -> Callable[[dict, Any], Awaitable[str]]:
         async def job_function(ctx: dict, payload: Any) -> str:
             job = await read_job(resources(ctx), payload, kind)
@@ -203,12 +194,10 @@ def task_job(name: str, kind: type[T], *, owning: bool = False, ended: Ended | N
 async def run_task(ctx: dict, name: str, job: T, work: Work, *, owning: bool = False,
                    ended: Ended | None = None, restores: str = "") -> str:
     """The prologue every job of a task shares: what a failure means for its task
-    (tasks_outcome), then the task started (or resumed), and ``work`` run. A task that has
-    ended (done, cancelled, failed; ``owning``: or lost its memory) does not start again: the
-    job does nothing but ``ended(res, job, the state its start found)``. Its outcome (done,
-    cancelled, failed) is the result. A job that carries all it needs (``restores``: its
-    task's kind) does not depend on its record: one gone while the job still holds its
-    memory is written again, and the job goes on."""
+    (tasks_outcome), the task started (or resumed), ``work`` run. A task that has ended
+    (``owning``: or lost its memory) does not start again: the job only calls ``ended(res,
+    job, the state its start found)``. A job that carries all it needs (``restores``: its
+    task's kind) writes its record again if it is gone while the job holds its memory."""
     res = resources(ctx)
     async with tasks_outcome(ctx, name, [(job.task_id, job.namespace,
                                           getattr(job, "memory_id", ""))]) as run:
@@ -269,10 +258,9 @@ async def _quietly(coro) -> None:
 
 async def start_task(res: Resources, ctx: dict, task_id: str, *,
                      owning: bool = False) -> tasks.Moved:
-    """Record that a job of this task runs here (queued -> running, or running again after
-    a crash); refused once the task has ended or, ``owning``, lost its memory. Gives up on a
-    job whose earlier tries all died with their worker (arq allows one try more than
-    max_tries so that this runs)."""
+    """Record that a job of this task runs here (queued or running -> running); refused once
+    the task has ended or, ``owning``, lost its memory; JobAbandoned past the last try (arq
+    allows one try more than max_tries so that this runs)."""
     attempt = this_attempt(res, ctx)
     return await tasks.move(res.redis, task_id, "running", ttl=res.task_ttl, owning=owning,
                             worker=res.worker_id, heartbeat_at=time.time(), attempts=attempt)
