@@ -46,22 +46,25 @@ POLL_DELAY = 0.05
 SWEEP_MINUTES = 5
 
 
+JOBS = [
+    func(ingest.ingest_batch, name=queue.INGEST_BATCH),
+    func(ingest.embed_part, name=queue.EMBED_PART),
+    func(edits.delete_memory, name=queue.DELETE),
+    func(graph.build_graph, name=queue.BUILD_GRAPH),
+    func(graph.graph_part, name=queue.GRAPH_PART),
+    func(edits.update_memory, name=queue.UPDATE),
+    func(files.ingest_files, name=queue.FILES),
+    func(moves.import_batch, name=queue.IMPORT),
+    func(edits.reembed_chunks, name=queue.REEMBED),
+]
+
+
 def make_worker(settings: Settings, *, burst: bool = False, handle_signals: bool = True
                 ) -> Worker:
     """The arq Worker with every value chosen on purpose (docs/configuration.md, "Values chosen
     by measurement")."""
     worker = ZapomniWorker(
-        functions=[
-            func(ingest.ingest_batch, name=queue.INGEST_BATCH),
-            func(ingest.embed_part, name=queue.EMBED_PART),
-            func(edits.delete_memory, name=queue.DELETE),
-            func(graph.build_graph, name=queue.BUILD_GRAPH),
-            func(graph.graph_part, name=queue.GRAPH_PART),
-            func(edits.update_memory, name=queue.UPDATE),
-            func(files.ingest_files, name=queue.FILES),
-            func(moves.import_batch, name=queue.IMPORT),
-            func(edits.reembed_chunks, name=queue.REEMBED),
-        ],
+        functions=JOBS,
         # one sweep at a time over all workers (arq's cron jobs have derived job ids)
         cron_jobs=[cron(upkeep.sweep_memories, name=upkeep.SWEEP, unique=True,
                         run_at_startup=False, minute=set(range(0, 60, SWEEP_MINUTES)), second=7),
