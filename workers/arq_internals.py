@@ -36,7 +36,7 @@ import redis.exceptions
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
-from zapomni.shared.tasks.queue import refuses_writes
+from zapomni.shared.store.graphstore import refuses_writes
 from zapomni.workers.resources import Resources, resources
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,9 @@ from zapomni.shared.protocol.ids import graph_task_id
 from zapomni.shared.protocol.jobs import GraphJob
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.protocol.validation import describe
+from zapomni.shared.store.graphstore import refuses_writes
 from zapomni.shared.tasks import tasks
-from zapomni.shared.tasks.queue import BUILD_GRAPH, queue_task, refuses_writes
+from zapomni.shared.tasks.queue import BUILD_GRAPH, queue_task
 from zapomni.workers.resources import Resources, resources
 from zapomni.workers.store import undo_memory
 

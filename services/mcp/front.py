@@ -32,6 +32,7 @@ from zapomni.shared.protocol.metadata import metadata_digest
 from zapomni.shared.protocol.task_records import TaskRecord
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import deletes
+from zapomni.shared.store.graphstore import refuses_writes
 from zapomni.shared.tasks import adds, capacity, queue, tasks
 from zapomni.shared.tasks.queue import BUILD_GRAPH, connect_queue
 
@@ -65,7 +66,7 @@ async def redis_call(front: Front, call: Awaitable[T]) -> T:
             OSError):
         raise Unavailable(REDIS_DOWN) from None
     except redis.exceptions.ResponseError as exc:
-        if queue.refuses_writes(exc):
+        if refuses_writes(exc):
             raise Unavailable(REDIS_FULL) from None
         raise
 

@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from zapomni.services.query.context import build_context, read_history
+from zapomni.services.query.context import TokenCounter, build_context, read_history
 from zapomni.services.query.entities import get_entity, search_entities
 from zapomni.services.query.listing import list_memories
 from zapomni.services.query.rank import AccessLog
@@ -60,7 +60,6 @@ from zapomni.shared.protocol.errors import ZapomniError
 from zapomni.shared.protocol.validation import describe
 from zapomni.shared.store.graphstore import GraphStore
 from zapomni.shared.tasks import capacity, heartbeat, tasks
-from zapomni.shared.text.conversation import TokenCounter
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode

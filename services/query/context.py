@@ -3,7 +3,7 @@ Read-only.
 
 build_context reads the thread's last turns and searches for the query at once, leaves out of
 the matches the turns the history already holds, and fits the rest into ``token_budget``
-(tokens of shared/text/conversation.py's tokenizer): the current message always, then the
+(tokens of TOKENIZER's tokenizer, below): the current message always, then the
 memories best first (each that fits: a long one is passed over for a shorter next one), then
 the turns newest first into what is left. So over the budget the oldest turns go first, then
 the lowest-ranked memories, and nothing is cut in the middle; a turn the budget
@@ -25,10 +25,12 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from tokenizers import Tokenizer
 
 from zapomni.services.query.rank import AccessLog
 from zapomni.services.query.search import search_memory
 from zapomni.shared.embedding.embed import Embedder
+from zapomni.shared.embedding.embed_onnx import load_tokenizer
 from zapomni.shared.protocol.answers import (
     Context,
     ContextInfo,
@@ -43,7 +45,26 @@ from zapomni.shared.protocol.times import iso_time
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_lists, cypher_search
 from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run
-from zapomni.shared.text.conversation import TokenCounter, encode_cursor
+from zapomni.shared.text.conversation import encode_cursor
+
+# the tokenizer build_context counts its budget in (here, not in shared/text: the front
+# validates get_context without loading the model's runtime)
+TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
+
+
+class TokenCounter:
+    """The loaded tokenizer (a Rust object, reused): counts without special tokens, so the
+    count of lines joined by newlines is the sum of their counts."""
+
+    name = TOKENIZER
+
+    def __init__(self) -> None:
+        self._tokenizer: Tokenizer = load_tokenizer()
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+
 
 _decode_json = msgspec.json.Decoder().decode
 # how the memories of a context are ranked (search's rank). "memory" (relevance blended with

@@ -32,8 +32,7 @@ from zapomni.shared.protocol.api import EntityRef, EntitySearch
 from zapomni.shared.protocol.errors import InvalidInput, NotFound, shown
 from zapomni.shared.store import cypher_alias, cypher_graph, cypher_search
 from zapomni.shared.store.graphstore import GraphStore, namespace_exists, run, run_cells
-from zapomni.shared.text.entities import ENTITY_TYPES, entity_id, entity_key
-from zapomni.shared.text.nertext import UNKNOWN
+from zapomni.shared.text.entities import ENTITY_TYPES, UNKNOWN, entity_id, entity_key
 
 ENTITY_ID = re.compile(r"^ent_[0-9a-f]{24}$")
 NAME_CANDIDATES = 200  # entities the full-text index brings per question

@@ -23,7 +23,6 @@ from zapomni.shared.protocol.errors import EmbeddingRejected, Overloaded, StoreE
 from zapomni.shared.settings import Settings
 from zapomni.shared.store import cypher_moves, cypher_schema
 from zapomni.shared.store.falkordb_internals import falkordb_on, read_cells
-from zapomni.shared.tasks.queue import refuses_writes
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ GRAPH_PREFIX = "zapomni:ns:"  # not "zapomni:{ns}": a namespace named "queue" wo
 # no per-query override): recall@10 0.986 at 10k chunks with ef_runtime 200 (100: 0.960);
 # docs/benchmarks.md, "Vector search"
 HNSW = {"m": 32, "ef_construction": 200, "ef_runtime": 200}
-# FalkorDB up but refusing writes for now (shared/tasks/queue.py, refuses_writes)
+# FalkorDB up but refusing writes for now (refuses_writes, below)
 FULL = ("FalkorDB cannot write: its disk is full or its memory limit is reached; free room "
         "for it (the work waits and retries meanwhile)")
 # the store is away for now: down, or (in a cluster) a shard failing over or moved
@@ -42,6 +41,26 @@ UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, 
                redis.exceptions.ClusterError, redis.exceptions.TryAgainError,
                redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError,
                redis.exceptions.ReadOnlyError)
+
+
+# what a Redis server answers while it cannot write: its append-only file failed (a full disk:
+# MISCONF), too few replicas acknowledge (NOREPLICAS); redis-py raises its own classes for
+# a memory limit reached (OOM) and a replica (READONLY). The server is up and reads work;
+# writes come back once it has room
+WRITE_REFUSALS = ("MISCONF", "NOREPLICAS")
+REFUSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Redis (or FalkorDB) server refusing to write for now. redis-py
+    puts a pipeline's failed command before the server's words ("Command # 1 (...) of
+    pipeline caused error: MISCONF ...")."""
+    if isinstance(exc, REFUSING):
+        return True
+    if not isinstance(exc, redis.exceptions.ResponseError):
+        return False
+    said = str(exc).rsplit("caused error: ", 1)[-1].lstrip("('\"")
+    return said.startswith(WRITE_REFUSALS)
 
 
 def graph_name(namespace: str) -> str:

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import contextlib
 
-from arq.constants import job_key_prefix
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from zapomni.shared.protocol.errors import InvalidInput, Overloaded
 from zapomni.shared.settings import Settings
 
+# arq's key of a job (arq.constants.job_key_prefix), written out so the query service, which
+# reads capacity and never enqueues, does not load arq (tests/unit/test_library_internals.py)
+JOB_KEY_PREFIX = "arq:job:"
 QUEUE_NAME = "zapomni:queue"  # arq's queue (a sorted set of job ids); one per Redis database
 
 BYTES_KEY = "zapomni:queue:bytes"
@@ -162,7 +164,7 @@ async def _reserve(redis: Redis, settings: Settings, job_id: str, size: int,
 async def release(redis: Redis, job_id: str) -> int:
     """Release ``job_id``'s reservation if arq no longer holds the job (it ended for good,
     or was never taken); the bytes freed."""
-    return int(await redis.eval(_RELEASE, 3, BYTES_KEY, TOTAL_KEY, job_key_prefix + job_id,
+    return int(await redis.eval(_RELEASE, 3, BYTES_KEY, TOTAL_KEY, JOB_KEY_PREFIX + job_id,
                                 0, job_id))
 
 
@@ -187,7 +189,7 @@ async def reconcile(redis: Redis, *, gated: bool = False, gate_seconds: int = 10
         if ids:
             freed += int(await redis.eval(
                 _RELEASE, 2 + len(ids), BYTES_KEY, TOTAL_KEY,
-                *(job_key_prefix + i for i in ids), GRACE_MS, *ids))
+                *(JOB_KEY_PREFIX + i for i in ids), GRACE_MS, *ids))
         if not cursor:
             return freed
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import redis.exceptions
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
@@ -33,26 +32,6 @@ UPDATE = "update_memory"
 FILES = "ingest_files"
 IMPORT = "import_batch"
 REEMBED = "reembed_chunks"
-
-
-# what a Redis server answers while it cannot write: its append-only file failed (a full disk:
-# MISCONF), too few replicas acknowledge (NOREPLICAS); redis-py raises its own classes for
-# a memory limit reached (OOM) and a replica (READONLY). The server is up and reads work;
-# writes come back once it has room
-WRITE_REFUSALS = ("MISCONF", "NOREPLICAS")
-REFUSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
-
-
-def refuses_writes(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Redis (or FalkorDB) server refusing to write for now. redis-py
-    puts a pipeline's failed command before the server's words ("Command # 1 (...) of
-    pipeline caused error: MISCONF ...")."""
-    if isinstance(exc, REFUSING):
-        return True
-    if not isinstance(exc, redis.exceptions.ResponseError):
-        return False
-    said = str(exc).rsplit("caused error: ", 1)[-1].lstrip("('\"")
-    return said.startswith(WRITE_REFUSALS)
 
 
 def _encode_unknown(obj: Any) -> Any:

@@ -15,9 +15,7 @@ import base64
 from typing import Any
 
 import msgspec
-from tokenizers import Tokenizer
 
-from zapomni.shared.embedding.embed_onnx import load_tokenizer
 from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
 from zapomni.shared.protocol.base import MemoryId
 from zapomni.shared.protocol.errors import InvalidInput
@@ -30,23 +28,9 @@ from zapomni.shared.protocol.validation import (
     utf8,
 )
 
-TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # its WordPiece (bert-base-uncased)
 MAX_CURSOR_CHARS = 200
 _encode = msgspec.json.Encoder().encode
 _decode_cursor = msgspec.json.Decoder(tuple[int, int, MemoryId]).decode
-
-
-class TokenCounter:
-    """The loaded tokenizer (a Rust object, reused): counts without special tokens, so the
-    count of lines joined by newlines is the sum of their counts."""
-
-    name = TOKENIZER
-
-    def __init__(self) -> None:
-        self._tokenizer: Tokenizer = load_tokenizer()
-
-    def count(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 def encode_cursor(occurred_us: int, created_us: int, memory_id: str) -> str:

@@ -8,9 +8,11 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from zapomni.shared.text.nertext import UNKNOWN
 from zapomni.shared.text.places import is_place
 
+# the type shown when none is known (here, not in nertext: the front reads the types without
+# loading the tokenizer nertext needs)
+UNKNOWN = "unknown"
 PERSON, PLACE = "person", "place"
 # named things; dates, numbers, money and ordinals make hubs, not knowledge. These are what
 # the model says of a mention (MENTIONS.type, Entity.ner_type), not what is shown

@@ -41,8 +41,7 @@ import re
 from collections.abc import Sequence
 
 from zapomni.shared.embedding.embed_onnx import load_tokenizer
-
-UNKNOWN = "unknown"
+from zapomni.shared.text.entities import UNKNOWN
 
 _M = re.MULTILINE
 # (pattern, group): 0 blanks the match; a group n > 0 stays and the rest of the match is

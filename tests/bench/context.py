@@ -54,7 +54,13 @@ from tests.bench.retrieval import (
 from tests.support.servers import ThreadedServer
 from tests.support.vectors import embedded, passages, questions
 from zapomni.services.query.app import build_app
-from zapomni.services.query.context import CURRENT, MEMORIES, context_memory, memory_line
+from zapomni.services.query.context import (
+    CURRENT,
+    MEMORIES,
+    TokenCounter,
+    context_memory,
+    memory_line,
+)
 from zapomni.services.stack.falkordb import free_port
 from zapomni.shared.embedding.embed_onnx import OnnxEmbedder
 from zapomni.shared.protocol.answers import Context, SearchResponse
@@ -64,7 +70,6 @@ from zapomni.shared.protocol.jobs import ChunkSpan, IngestJob
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.graphstore import GraphStore, indexes_building
 from zapomni.shared.store.migrate import prepare_namespace
-from zapomni.shared.text.conversation import TokenCounter
 from zapomni.workers.store import mark_ready, write_chunks, write_memory
 
 ROOT = Path(__file__).resolve().parents[2]

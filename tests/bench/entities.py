@@ -41,8 +41,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from zapomni.shared.text.entities import entity_key
-from zapomni.shared.text.nertext import UNKNOWN
+from zapomni.shared.text.entities import UNKNOWN, entity_key
 from zapomni.workers.extract import EntityModel
 
 RESULTS = Path(__file__).resolve().parent / "results"

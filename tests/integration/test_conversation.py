@@ -12,9 +12,9 @@ from tests.support.graph import query
 from tests.support.mcp import call, error
 from tests.support.waiting import eventually
 from tests.support.workers import run_workers
+from zapomni.services.query.context import TOKENIZER
 from zapomni.shared.embedding.embed_onnx import load_tokenizer
 from zapomni.shared.store.graphstore import GraphStore, run
-from zapomni.shared.text.conversation import TOKENIZER
 
 TURNS = [
     "Ana: I am planning a trip to Lisbon in May.",

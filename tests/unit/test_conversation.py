@@ -10,12 +10,11 @@ from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from zapomni.services.query.context import fit, one_line
+from zapomni.services.query.context import TokenCounter, fit, one_line
 from zapomni.shared.protocol.answers import ContextMemory, Turn
 from zapomni.shared.protocol.api import ContextRequest, HistoryRequest
 from zapomni.shared.protocol.errors import InvalidInput
 from zapomni.shared.text.conversation import (
-    TokenCounter,
     decode_context,
     decode_cursor,
     decode_history,

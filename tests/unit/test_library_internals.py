@@ -27,15 +27,17 @@ from zapomni.services.mcp.server import build_server
 from zapomni.shared.embedding.embed import to_params
 from zapomni.shared.settings import Settings
 from zapomni.shared.store.falkordb_internals import ListLiteral, falkordb_on, read_cells
+from zapomni.shared.store.graphstore import refuses_writes
 from zapomni.shared.tasks.arq_internals import queued_job
-from zapomni.shared.tasks.queue import deserialize, refuses_writes, serialize
+from zapomni.shared.tasks.capacity import JOB_KEY_PREFIX
+from zapomni.shared.tasks.queue import deserialize, serialize
 from zapomni.workers.arq_internals import ZapomniWorker, lease_key, set_claim_seconds
 
 ARQ = "arq's Worker changed: see workers/arq_internals.py"
 ARQ_ENQUEUE = "arq's enqueue_job changed: see shared/tasks/arq_internals.py"
 MCP = "fastmcp / the MCP SDK changed: see services/mcp/fastmcp_internals.py"
 FALKORDB = "the falkordb client changed: see shared/store/falkordb_internals.py"
-REDIS = "redis-py's pipeline errors changed: see shared/tasks/queue.py, refuses_writes"
+REDIS = "redis-py's pipeline errors changed: see shared/store/graphstore.py, refuses_writes"
 
 
 def params(method) -> list[str]:
@@ -241,7 +243,7 @@ async def test_falkordb_read_cells_sends_what_ro_query_sends():
 
 
 def test_a_refused_write_is_told_from_redis_pys_words():
-    """shared/tasks/queue.py's refuses_writes reads the server's words after redis-py's
+    """shared/store/graphstore.py's refuses_writes reads the server's words after redis-py's
     prefix for a pipeline's failed command (a full disk answered MISCONF to arq's pipelines
     in the faults campaign)."""
     source = inspect.getsource(redis.asyncio.client.Pipeline.annotate_exception)
@@ -252,3 +254,10 @@ def test_a_refused_write_is_told_from_redis_pys_words():
         f"Command # 1 (SET k v) of pipeline caused error: {(misconf,)}"))
     assert refuses_writes(redis.exceptions.OutOfMemoryError("command not allowed"))
     assert not refuses_writes(redis.exceptions.ResponseError("ERR unknown command 'X'"))
+
+
+def test_arq_job_key_is_the_prefix_capacity_writes_out():
+    """shared/tasks/capacity.py spells arq's job key itself so the query service does not
+    load arq; our release script reads that key."""
+    assert job_key_prefix == JOB_KEY_PREFIX, ("arq's job key changed: see "
+                                              "shared/tasks/capacity.py, JOB_KEY_PREFIX")

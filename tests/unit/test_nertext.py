@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zapomni.shared.text.entities import UNKNOWN
 from zapomni.shared.text.nertext import (
-    UNKNOWN,
     about_code,
     at_head,
     capitalised_inside,
