@@ -1,7 +1,8 @@
 """DESIGN's process boundaries, checked as a process starts: each entry point imported in a
 clean interpreter, and the libraries it must not load looked up in sys.modules. The query
 service reads and never enqueues (no arq); the MCP front validates and enqueues and never
-embeds or extracts (no onnxruntime, tokenizers or spaCy: ~0.4 s and ~50 MB it would not use)."""
+embeds or extracts (no onnxruntime, tokenizers or spaCy: about 34 MB of peak memory and
+0.1-0.16 s of import it would not use, measured on 2026-12-02 at load 0.3-0.6)."""
 
 from __future__ import annotations
 
